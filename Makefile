@@ -1,0 +1,29 @@
+# The two commands of the README: `make run` (main job) and `make test` (test suite).
+# Both create/refresh the environment first (scripts/setup.sh is idempotent).
+SHELL := /bin/bash
+VENV := .venv
+REALSPEECH ?= $(or $(WHISPERLINE_REALSPEECH),../shared/data/realspeech)
+export PREFECT_HOME ?= $(CURDIR)/.prefect
+# A fresh machine runs the Prefect database migrations on first start (can take > 60 s).
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 300
+export PREFECT_SERVER_EPHEMERAL_ENABLED ?= true
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+export DO_NOT_TRACK ?= 1
+
+.PHONY: setup run run-real test bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+run: setup
+	$(VENV)/bin/whisperline run $(if $(REAL),--realspeech $(REALSPEECH))
+
+test: setup
+	WHISPERLINE_REALSPEECH=$(REALSPEECH) $(VENV)/bin/pytest -q
+
+bench: setup
+	WHISPERLINE_REALSPEECH=$(REALSPEECH) $(VENV)/bin/python benchmarks/dataset_build.py
+	WHISPERLINE_REALSPEECH=$(REALSPEECH) $(VENV)/bin/python benchmarks/align_speed.py
+
+clean:
+	rm -rf outputs .prefect

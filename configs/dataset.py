@@ -1,0 +1,61 @@
+"""Typed configuration of a dataset build. Every value that changes the output lives here once.
+
+The canonical JSON of this model (sorted keys) is hashed into the dataset version id, so two
+builds with equal configs and equal inputs are the same dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class DatasetConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field("whisperline", description="dataset name; the folder under the output root")
+    aligner: Literal["pocketsphinx", "mfa", "whisper"] = "pocketsphinx"
+    aligner_options: dict[str, str | int | float] = Field(default_factory=dict)
+    # Whisper's tokenizer family: tiny.en/base.en use the GPT-2 vocabulary, the rest the multilingual one.
+    tokenizer: Literal["english", "multilingual"] = "english"
+    audio_format: Literal["flac", "wav"] = "flac"
+    shard_size: int = Field(64, ge=1, description="samples per WebDataset shard")
+    min_duration_s: float = Field(0.2, ge=0)
+    # Whisper sees at most 30 s; longer clips would be truncated silently by pad_or_trim.
+    max_duration_s: float = Field(30.0, gt=0, le=30.0)
+    split_by: Literal["speaker", "utterance"] = "speaker"
+    splits: dict[str, float] = Field(default_factory=lambda: {"train": 0.9, "dev": 0.05, "test": 0.05})
+    split_salt: str = "whisperline-v1"
+    align_batch_size: int = Field(16, ge=1, description="utterances per align task (Prefect tasks are coarse)")
+
+    @field_validator("splits")
+    @classmethod
+    def _fractions_sum_to_one(cls, value: dict[str, float]) -> dict[str, float]:
+        if not value or any(f < 0 for f in value.values()) or abs(sum(value.values()) - 1.0) > 1e-6:
+            raise ValueError(f"split fractions must be >= 0 and sum to 1, got {value}")
+        for name in value:
+            if not name.isidentifier():
+                raise ValueError(f"split name {name!r} must be a plain identifier (it names shard files)")
+        return value
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    def config_hash(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+def load_dataset_config(path: str | None = None, **overrides: object) -> DatasetConfig:
+    """Read a YAML profile (or the defaults) and apply keyword overrides."""
+    values: dict[str, object] = {}
+    if path:
+        import yaml
+
+        with open(path, encoding="utf-8") as fh:
+            loaded = yaml.safe_load(fh) or {}
+        values.update(loaded.get("dataset", loaded))
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return DatasetConfig(**values)

@@ -1,0 +1,114 @@
+"""Audio loading and validation: anything Whisper cannot use is rejected with a reason.
+
+Fixable problems (other sample rates, several channels) are fixed and recorded in `notes`;
+unfixable ones raise `AudioReject` (unreadable, empty, silent, NaN/Inf, too short, too long).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+from data.types import SAMPLE_RATE
+
+
+class AudioReject(Exception):
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedAudio:
+    samples: np.ndarray  # float32 mono 16 kHz
+    orig_sample_rate: int
+    orig_channels: int
+    notes: tuple[str, ...]
+
+    @property
+    def duration_ms(self) -> int:
+        return int(round(len(self.samples) * 1000 / SAMPLE_RATE))
+
+
+def file_sha256(path: str | Path, block: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def load_audio(path: str | Path, *, start_s: float = 0.0, duration_s: float | None = None,
+               min_duration_s: float = 0.0, max_duration_s: float = 30.0) -> LoadedAudio:
+    """Read (a segment of) an audio file as 16 kHz mono float32, or raise AudioReject."""
+    try:
+        info = sf.info(str(path))
+    except Exception as err:  # libsndfile raises RuntimeError/LibsndfileError/TypeError for junk
+        raise AudioReject("unreadable_audio", f"{type(err).__name__}: {err}") from None
+    if info.frames <= 0 or info.samplerate <= 0:
+        raise AudioReject("empty_audio", f"{info.frames} frames")
+    start = int(round(start_s * info.samplerate))
+    frames = info.frames - start if duration_s is None else int(round(duration_s * info.samplerate))
+    if frames <= 0:
+        raise AudioReject("empty_audio", f"segment at {start_s}s has no samples")
+    # Check the length from the header before decoding: a 2-hour file must not be read to be rejected.
+    if frames / info.samplerate > max_duration_s:
+        raise AudioReject("too_long", f"{frames / info.samplerate:.2f} s > {max_duration_s} s")
+    try:
+        data, rate = sf.read(str(path), start=start, frames=frames, dtype="float32", always_2d=True)
+    except Exception as err:
+        raise AudioReject("unreadable_audio", f"{type(err).__name__}: {err}") from None
+    return prepare_samples(data, rate, min_duration_s=min_duration_s, max_duration_s=max_duration_s)
+
+
+def prepare_samples(data: np.ndarray, rate: int, *, min_duration_s: float = 0.0,
+                    max_duration_s: float = 30.0) -> LoadedAudio:
+    """Validate decoded samples (frames × channels) and bring them to 16 kHz mono."""
+    if data.ndim == 1:
+        data = data[:, None]
+    if data.shape[0] == 0:
+        raise AudioReject("empty_audio", "no samples")
+    if not np.isfinite(data).all():
+        bad = int((~np.isfinite(data)).sum())
+        raise AudioReject("non_finite_audio", f"{bad} NaN/Inf samples")
+    notes: list[str] = []
+    channels = data.shape[1]
+    mono = data.mean(axis=1, dtype=np.float64).astype(np.float32) if channels > 1 else data[:, 0].astype(np.float32)
+    if channels > 1:
+        notes.append(f"downmixed {channels}->1 channels")
+    if rate != SAMPLE_RATE:
+        mono = soxr.resample(mono, rate, SAMPLE_RATE, quality="HQ").astype(np.float32)
+        notes.append(f"resampled {rate}->{SAMPLE_RATE} Hz")
+    peak = float(np.abs(mono).max()) if mono.size else 0.0
+    if peak == 0.0:
+        raise AudioReject("silent_audio", "all samples are zero")
+    if peak > 1.0:  # float files may exceed full scale; int16 output would wrap around
+        mono = mono / peak
+        notes.append(f"peak-normalized from {peak:.3f}")
+    duration = len(mono) / SAMPLE_RATE
+    if duration < min_duration_s:
+        raise AudioReject("too_short", f"{duration:.3f} s < {min_duration_s} s")
+    if duration > max_duration_s:
+        raise AudioReject("too_long", f"{duration:.2f} s > {max_duration_s} s")
+    return LoadedAudio(mono, rate, channels, tuple(notes))
+
+
+def encode_audio(samples: np.ndarray, fmt: str) -> bytes:
+    """16-bit PCM FLAC or WAV bytes. Deterministic: no timestamps or tags are written."""
+    buf = io.BytesIO()
+    sf.write(buf, samples, SAMPLE_RATE, format=fmt.upper(), subtype="PCM_16")
+    return buf.getvalue()
+
+
+def decode_audio(blob: bytes) -> np.ndarray:
+    samples, rate = sf.read(io.BytesIO(blob), dtype="float32")
+    if rate != SAMPLE_RATE:
+        raise ValueError(f"stored audio is {rate} Hz, expected {SAMPLE_RATE}")
+    return samples

@@ -1,0 +1,174 @@
+"""The dataset build as plain functions, one per stage: scan → prepare → align → assemble.
+
+Prefect tasks (tasks/dataset.py) wrap these; nothing here knows about Prefect. Every stage
+returns accepted records and `Reject`s, never drops an input, and per-utterance work is
+memoized in the `WorkStore` by content, so changing one input redoes that input only.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from configs.dataset import DatasetConfig
+from data.aligners import AlignItem, Aligner, get_aligner
+from data.audio import AudioReject, decode_audio, encode_audio, file_sha256, load_audio
+from data.corpus import read_corpus
+from data.records import Aligned, Prepared, Reject, Scanned
+from data.store import WorkStore, sha256_text
+from data.text import transcript_words
+from data.types import AlignmentError, WordSpan
+
+# Transcript/audio plausibility: English speech runs ~10-20 characters per second. Far outside
+# that range the transcript does not belong to the audio (a swapped or truncated line).
+MAX_CHARS_PER_S = 40.0
+MIN_CHARS_PER_S = 1.0
+MIN_CHECK_S = 3.0  # too little audio to judge a slow speaker below this
+
+
+# ---------------------------------------------------------------- scan
+def scan(spec: str) -> tuple[list[Scanned], list[Reject]]:
+    """Read the corpus description and hash every input's bytes (inputs are identified by content)."""
+    result = read_corpus(spec)
+    rejects = [Reject(r.utt_id, r.source_path, None, "scan", r.reason, r.detail) for r in result.rejects]
+    scanned: list[Scanned] = []
+    for item in result.items:
+        try:
+            scanned.append(Scanned(item, file_sha256(item.audio_path)))
+        except OSError as err:
+            rejects.append(Reject(item.utt_id, item.audio_path, None, "scan", "unreadable_audio", str(err)))
+    return scanned, rejects
+
+
+# ---------------------------------------------------------------- prepare
+def prepare_key(s: Scanned, cfg: DatasetConfig, code_version: str) -> str:
+    return sha256_text("prepare", s.content_key, cfg.audio_format, str(cfg.min_duration_s),
+                       str(cfg.max_duration_s), code_version)
+
+
+def prepare(batch: Sequence[Scanned], cfg: DatasetConfig, store: WorkStore, code_version: str) -> list[Prepared | Reject]:
+    """Validate audio and transcript; store the 16 kHz mono clip; memoized per input."""
+    out: list[Prepared | Reject] = []
+    for s in batch:
+        key = prepare_key(s, cfg, code_version)
+        cached = store.get_json("prepared", key)
+        if cached is None:
+            cached = _prepare_one(s, cfg, store)
+            store.put_json("prepared", key, cached)
+        out.append(_prepared_from_json(s, cached))
+    return out
+
+
+def _prepare_one(s: Scanned, cfg: DatasetConfig, store: WorkStore) -> dict:
+    item = s.item
+    try:
+        audio = load_audio(item.audio_path, start_s=item.start_s, duration_s=item.duration_s,
+                           min_duration_s=cfg.min_duration_s, max_duration_s=cfg.max_duration_s)
+    except AudioReject as err:
+        return {"reject": [err.reason, err.detail]}
+    if not item.transcript.strip():
+        return {"reject": ["empty_transcript", "transcript is empty"]}
+    words = transcript_words(item.transcript)
+    if not words:
+        return {"reject": ["no_words", f"no speakable word in {item.transcript[:80]!r}"]}
+    seconds = audio.duration_ms / 1000
+    chars = sum(len(w.norm) for w in words)
+    if chars / seconds > MAX_CHARS_PER_S:
+        return {"reject": ["transcript_mismatch", f"{chars} characters in {seconds:.2f} s of audio"]}
+    if seconds >= MIN_CHECK_S and chars / seconds < MIN_CHARS_PER_S:
+        return {"reject": ["transcript_mismatch", f"only {chars} characters for {seconds:.2f} s of audio"]}
+    blob = encode_audio(audio.samples, cfg.audio_format)
+    audio_sha = store.put_blob("audio", blob, "." + cfg.audio_format)
+    return {"audio_sha256": audio_sha, "duration_ms": audio.duration_ms, "orig_sample_rate": audio.orig_sample_rate,
+            "orig_channels": audio.orig_channels, "notes": list(audio.notes)}
+
+
+def _prepared_from_json(s: Scanned, rec: dict) -> Prepared | Reject:
+    if "reject" in rec:
+        reason, detail = rec["reject"]
+        return Reject(s.item.utt_id, s.item.audio_path, s.source_sha256, "validate", reason, detail)
+    return Prepared(s, rec["audio_sha256"], rec["duration_ms"], rec["orig_sample_rate"], rec["orig_channels"],
+                    tuple(rec["notes"]), tuple(transcript_words(s.item.transcript)))
+
+
+# ---------------------------------------------------------------- align
+_ALIGNERS: dict[str, Aligner] = {}
+_ALIGNERS_LOCK = threading.Lock()
+
+
+def shared_aligner(cfg: DatasetConfig) -> Aligner:
+    """One aligner per process and configuration: model start-up (seconds) is paid once."""
+    key = f"{cfg.aligner}|{sorted(cfg.aligner_options.items())}"
+    with _ALIGNERS_LOCK:
+        if key not in _ALIGNERS:
+            _ALIGNERS[key] = get_aligner(cfg.aligner, **cfg.aligner_options)
+        return _ALIGNERS[key]
+
+
+@dataclass
+class AlignStats:
+    aligned: int = 0  # utterances the aligner actually ran on in this call
+    reused: int = 0  # taken from the work store
+    failed: int = 0
+    seconds_audio: float = 0.0
+    utt_ids: list[str] = field(default_factory=list)  # the ones aligned now
+
+
+def align_key(p: Prepared, aligner_version: str, code_version: str) -> str:
+    return sha256_text("align", p.audio_sha256, " ".join(w.norm for w in p.words), aligner_version, code_version)
+
+
+def align(batch: Sequence[Prepared], cfg: DatasetConfig, store: WorkStore, code_version: str,
+          aligner: Aligner | Callable[[], Aligner] | None = None) -> tuple[list[Aligned | Reject], AlignStats]:
+    """Force-align a batch; utterances aligned before (same audio, words, aligner) are reused."""
+    stats = AlignStats()
+    resolved: Aligner | None = aligner if isinstance(aligner, Aligner) else None
+
+    def get() -> Aligner:
+        nonlocal resolved
+        if resolved is None:
+            resolved = aligner() if callable(aligner) else shared_aligner(cfg)
+        return resolved
+
+    version = get().version
+    todo = [p for p in batch if store.get_json("align", align_key(p, version, code_version)) is None]
+    if todo:
+        items = [AlignItem(p.scanned.item.utt_id, decode_audio(store.get_blob("audio", p.audio_sha256, "." + cfg.audio_format)),
+                           tuple(w.norm for w in p.words)) for p in todo]
+        for p, result in zip(todo, get().align_many(items), strict=True):
+            if isinstance(result, AlignmentError):
+                rec: dict = {"reject": [result.reason, result.detail]}
+            else:
+                rec = {"spans": [[s.start_ms, s.end_ms] for s in result]}
+                rec = _check_plausible(rec, p)
+            store.put_json("align", align_key(p, version, code_version), rec)
+            stats.aligned += 1
+            stats.utt_ids.append(p.scanned.item.utt_id)
+            stats.seconds_audio += p.duration_ms / 1000
+    out: list[Aligned | Reject] = []
+    for p in batch:
+        rec = store.get_json("align", align_key(p, version, code_version))
+        assert isinstance(rec, dict), "alignment record vanished from the work store"
+        if "reject" in rec:
+            stats.failed += 1
+            out.append(Reject(p.scanned.item.utt_id, p.scanned.item.audio_path, p.scanned.source_sha256,
+                              "align", rec["reject"][0], rec["reject"][1]))
+        else:
+            out.append(Aligned(p, tuple(WordSpan(w.text, a, b) for w, (a, b) in zip(p.words, rec["spans"], strict=True))))
+    stats.reused = len(batch) - stats.aligned
+    return out, stats
+
+
+def _check_plausible(rec: dict, p: Prepared) -> dict:
+    """A forced aligner always answers; a wrong transcript shows up as crushed words."""
+    spans = rec["spans"]
+    if len(spans) != len(p.words):
+        return {"reject": ["word_count_mismatch", f"{len(spans)} spans for {len(p.words)} words"]}
+    crushed = sum(1 for a, b in spans if b - a < 20)
+    if len(spans) >= 4 and crushed / len(spans) > 0.3:
+        return {"reject": ["implausible_alignment", f"{crushed}/{len(spans)} words shorter than 20 ms"]}
+    if any(b > p.duration_ms + 10 for _, b in spans):
+        return {"reject": ["alignment_outside_audio", f"a word ends after {p.duration_ms} ms"]}
+    return rec
+

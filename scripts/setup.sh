@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Create or refresh the project environment. Idempotent: a second run only checks.
+# Needs: python3 >= 3.11, pip reaching PyPI, and (for espeak-ng) apt as root or sudo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v espeak-ng >/dev/null 2>&1 || ! ldconfig -p | grep -q libespeak-ng; then
+  echo "[setup] installing espeak-ng (Debian) for the synthetic corpus"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq espeak-ng libespeak-ng1 >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+"$PY" -c 'import sys; assert sys.version_info >= (3, 11), "whisperline needs Python >= 3.11"'
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+
+stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  # torch first: on this machine kind `torch==2.13.0` resolves to the CPU wheel on disk; an
+  # unpinned torch would pull several GB of CUDA packages.
+  .venv/bin/pip install -q "torch==2.13.0"
+  .venv/bin/pip install -q -e ".[dev]"
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi
+echo "[setup] environment ready: .venv ($(.venv/bin/python -c 'import torch, whisper; print("torch", torch.__version__)'))"
