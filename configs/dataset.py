@@ -17,7 +17,7 @@ class DatasetConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field("whisperline", description="dataset name; the folder under the output root")
-    aligner: Literal["pocketsphinx", "mfa", "whisper"] = "pocketsphinx"
+    aligner: str = Field("pocketsphinx", description="pocketsphinx | mfa | whisper, or a registered plugin")
     aligner_options: dict[str, str | int | float] = Field(default_factory=dict)
     # Whisper's tokenizer family: tiny.en/base.en use the GPT-2 vocabulary, the rest the multilingual one.
     tokenizer: Literal["english", "multilingual"] = "english"

@@ -29,10 +29,16 @@ def build_dataset(corpus: str, output_root: str = "outputs/datasets", config: Da
     batches = [scanned[i : i + size] for i in range(0, len(scanned), size)]
     prepared = prepare_batch.map(batches, unmapped(cfg), unmapped(work_dir))
     aligned = align_batch.map(prepared, unmapped(cfg), unmapped(work_dir))
-    outputs = aligned.result()
-    results = [r for batch_results, _ in outputs for r in batch_results]
+    results, align_stats = [], []
+    for future in aligned:
+        batch_results, stats = future.result()
+        results += batch_results
+        # A cache hit replays the stats of the run that computed it: nothing was aligned now.
+        cached = future.state.name == "Cached"
+        n_prepared = stats["aligned"] + stats["reused"]
+        align_stats.append({**stats, "aligned": 0, "reused": n_prepared, "aligned_ids": []} if cached else stats)
     info = assemble_dataset(results, scan_rejects, n_inputs, cfg, work_dir, plan)
-    return _summary(plan, info, skipped=False, align_stats=[stats for _, stats in outputs])
+    return _summary(plan, info, skipped=False, align_stats=align_stats)
 
 
 def _summary(plan: dict, info: dict, *, skipped: bool, align_stats: list[dict]) -> dict:

@@ -1,29 +1,48 @@
 """Forced aligners behind one interface (data.aligners.base.Aligner).
 
-`get_aligner(name)` is the only constructor the rest of the project uses.
+`get_aligner(name)` is the only constructor the rest of the project uses; `register_aligner`
+adds one (a plugin, or a fault-injecting wrapper in tests) without touching this package.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from data.aligners.base import AlignItem, Aligner, check_spans
 
-ALIGNERS = ("pocketsphinx", "mfa", "whisper")
+
+def _pocketsphinx(**options: object) -> Aligner:
+    from data.aligners.pocketsphinx import PocketsphinxAligner
+
+    return PocketsphinxAligner(**options)  # type: ignore[arg-type]
+
+
+def _mfa(**options: object) -> Aligner:
+    from data.aligners.mfa import MfaAligner
+
+    return MfaAligner(**options)  # type: ignore[arg-type]
+
+
+def _whisper(**options: object) -> Aligner:
+    from data.aligners.whisper_dtw import WhisperDtwAligner
+
+    return WhisperDtwAligner(**options)  # type: ignore[arg-type]
+
+
+_REGISTRY: dict[str, Callable[..., Aligner]] = {"pocketsphinx": _pocketsphinx, "mfa": _mfa, "whisper": _whisper}
+ALIGNERS = tuple(_REGISTRY)
+
+
+def register_aligner(name: str, factory: Callable[..., Aligner]) -> None:
+    _REGISTRY[name] = factory
 
 
 def get_aligner(name: str, **options: object) -> Aligner:
-    if name == "pocketsphinx":
-        from data.aligners.pocketsphinx import PocketsphinxAligner
-
-        return PocketsphinxAligner(**options)  # type: ignore[arg-type]
-    if name == "mfa":
-        from data.aligners.mfa import MfaAligner
-
-        return MfaAligner(**options)  # type: ignore[arg-type]
-    if name == "whisper":
-        from data.aligners.whisper_dtw import WhisperDtwAligner
-
-        return WhisperDtwAligner(**options)  # type: ignore[arg-type]
-    raise ValueError(f"unknown aligner {name!r}; choose one of {', '.join(ALIGNERS)}")
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown aligner {name!r}; choose one of {', '.join(sorted(_REGISTRY))}") from None
+    return factory(**options)
 
 
-__all__ = ["ALIGNERS", "AlignItem", "Aligner", "check_spans", "get_aligner"]
+__all__ = ["ALIGNERS", "AlignItem", "Aligner", "check_spans", "get_aligner", "register_aligner"]
