@@ -43,43 +43,15 @@ def _timed(fn, *args, **kw):
 
 
 def align_speed(version_dir: Path, aligners: list[str]) -> dict:
-    """Align every accepted utterance of a built dataset with each aligner, one thread, one process."""
-    import torch
-
-    from data.aligners import get_aligner
+    """Align every accepted utterance of the built dataset with each aligner, one thread, one process."""
+    from benchmarks.align_speed import measure_aligners
     from data.manifest import read_manifest
     from data.shards import iter_shard_samples
 
-    torch.set_num_threads(1)
-    manifest = {r["id"]: r for r in read_manifest(version_dir).to_pylist()}
-    samples = list(iter_shard_samples(sorted(version_dir.glob("shards/*.tar"))))
-    out = {}
-    for name in aligners:
-        try:
-            start = time.perf_counter()
-            aligner = get_aligner(name)
-            aligner.version  # noqa: B018  (loads lazily-built models before the clock starts)
-            first = samples[0]
-            aligner.align(first["audio"], manifest[first["meta"]["id"]]["normalized_transcript"].split())
-            startup = time.perf_counter() - start
-        except Exception as err:  # unavailable aligner: recorded, not fatal
-            out[name] = {"available": False, "reason": f"{type(err).__name__}: {err}"}
-            continue
-        audio_s = compute_s = 0.0
-        failures = 0
-        for sample in samples:
-            words = manifest[sample["meta"]["id"]]["normalized_transcript"].split()
-            t0 = time.perf_counter()
-            try:
-                aligner.align(sample["audio"], words)
-            except Exception:
-                failures += 1
-            compute_s += time.perf_counter() - t0
-            audio_s += len(sample["audio"]) / 16000
-        out[name] = {"available": True, "utterances": len(samples), "audio_s": round(audio_s, 2),
-                     "compute_s": round(compute_s, 3), "x_realtime_per_core": round(audio_s / compute_s, 2),
-                     "startup_s": round(startup, 2), "failures": failures}
-    return out
+    words = {r["id"]: r["normalized_transcript"].split() for r in read_manifest(version_dir).to_pylist()}
+    items = [(s["meta"]["id"], s["audio"], words[s["meta"]["id"]])
+             for s in iter_shard_samples(sorted(version_dir.glob("shards/*.tar")))]
+    return measure_aligners(items, aligners)[0]
 
 
 def main() -> None:

