@@ -171,3 +171,13 @@ def test_whisper_dtw_aligner_agrees_roughly_with_pocketsphinx(realspeech: Path, 
         assert all(a.start_ms <= b.start_ms for a, b in zip(spans, spans[1:]))
         deltas += [abs(a.end_ms - b.end_ms) for a, b in zip(spans, pocketsphinx.align(audio, words))]
     assert np.median(deltas) < 200, deltas
+
+
+def test_exact_digital_silence_does_not_derail_pocketsphinx(realspeech: Path, pocketsphinx):
+    """Zero padding has -inf log energy; without dither the last word went missing."""
+    utt, audio, words = _utterances(realspeech, "cmu_arctic")[4]
+    pad = np.zeros(16_000, dtype=np.float32)
+    plain = pocketsphinx.align(audio, words)
+    padded = pocketsphinx.align(np.concatenate([pad, audio, pad]), words)
+    assert [s.word for s in padded] == words
+    assert abs((padded[0].start_ms - 1000) - plain[0].start_ms) <= 30

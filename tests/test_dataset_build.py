@@ -40,7 +40,7 @@ def small_corpus(tmp_path_factory, realspeech: Path) -> Path:
 
 
 def _cfg(**kw) -> DatasetConfig:
-    return DatasetConfig(name="real", shard_size=4, align_batch_size=4, split_by="utterance", **kw)
+    return DatasetConfig(**{"name": "real", "shard_size": 4, "align_batch_size": 4, "split_by": "utterance", **kw})
 
 
 def test_build_reads_back_and_is_reproducible(prefect_server, small_corpus: Path, tmp_path: Path):
@@ -100,7 +100,8 @@ def test_changing_one_input_realigns_only_that_input(prefect_server, small_corpu
     out = tmp_path / "out"
     first = run_build(str(corpus), str(out), _cfg(), workers=2)
 
-    # change one transcript: the same words with different punctuation still need a new alignment
+    # change one transcript's punctuation only: the alignment (audio + normalized words) is reused,
+    # but the manifest's text and Whisper tokens change
     tsv = corpus / "cmu_arctic" / "transcripts.tsv"
     lines = tsv.read_text().splitlines()
     utt, text = lines[2].split("\t")
@@ -113,8 +114,16 @@ def test_changing_one_input_realigns_only_that_input(prefect_server, small_corpu
 
     second = run_build(str(corpus), str(out), _cfg(), workers=2)
     assert second["version_id"] != first["version_id"]
-    assert second["aligned_ids"] == sorted(["LJ001-0002", utt])
-    assert second["aligned_now"] == 2
+    assert second["aligned_ids"] == ["LJ001-0002"]
+    assert second["aligned_now"] == 1
     assert second["aligned_now"] + second["reused"] == first["aligned_now"] + first["reused"]
     rows = {r["id"]: r for r in pq.read_table(Path(second["version_dir"]) / "manifest.parquet").to_pylist()}
-    assert rows[utt]["transcript"].endswith("!")
+    old = {r["id"]: r for r in pq.read_table(Path(first["version_dir"]) / "manifest.parquet").to_pylist()}
+    assert rows[utt]["transcript"].endswith("!") and rows[utt]["token_ids"] != old[utt]["token_ids"]
+    assert rows[utt]["words"] == old[utt]["words"][:-1] + [{**old[utt]["words"][-1], "word": text.split()[-1].rstrip(".") + "!"}]
+
+    # changing the words themselves does need a new alignment
+    lines[2] = f"{utt}\t{text.rstrip('.')} again!"
+    tsv.write_text("\n".join(lines) + "\n")
+    third = run_build(str(corpus), str(out), _cfg(), workers=2)
+    assert third["aligned_ids"] == [utt] and third["aligned_now"] == 1

@@ -47,7 +47,7 @@ class PocketsphinxAligner(Aligner):
         for name in ("cmudict-en-us.dict", "en-us/mdef", "en-us/means"):
             digest.update((self.model_dir / name).read_bytes())
         opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()))
-        return f"pocketsphinx-{package_version('pocketsphinx')}+en-us-{digest.hexdigest()[:10]}|{opts}|g2p-espeak"
+        return f"pocketsphinx-{package_version('pocketsphinx')}+en-us-{digest.hexdigest()[:10]}|{opts}|dither1|g2p-espeak"
 
     def _ensure_pronounced(self, words: Sequence[str]) -> None:
         for word in dict.fromkeys(words):
@@ -65,6 +65,11 @@ class PocketsphinxAligner(Aligner):
             raise AlignmentError("align_failed", "no words to align")
         self._ensure_pronounced(words)
         pcm = (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2")
+        # Stretches of exact digital zeros (synthetic speech, zero padding) have -inf log energy and
+        # derail the search (a word goes missing). ±1 LSB of dither fixes it; a fixed seed keeps
+        # alignments reproducible.
+        dither = np.random.default_rng(len(pcm)).integers(-1, 2, size=len(pcm), dtype=np.int16)
+        pcm = np.clip(pcm.astype(np.int32) + dither, -32768, 32767).astype("<i2")
         fsg = self.decoder.create_fsg("align", 0, len(words), [(i, i + 1, 1.0, w) for i, w in enumerate(words)])
         self.decoder.add_fsg("align", fsg)
         self.decoder.activate_search("align")
