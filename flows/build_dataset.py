@@ -14,6 +14,7 @@ from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
 from configs.dataset import DatasetConfig
 from tasks.dataset import align_batch, assemble_dataset, plan_version, prepare_batch, scan_corpus
+from tasks.runtime import prefect_api
 
 
 @flow(name="build-dataset", log_prints=True)
@@ -58,4 +59,5 @@ def run_build(corpus: str, output_root: str, cfg: DatasetConfig, workers: int | 
     """Run the flow with `workers` processes for the mapped stages (aligners hold the GIL)."""
     workers = workers or min(4, os.cpu_count() or 1)
     runner = ProcessPoolTaskRunner(max_workers=workers) if workers > 1 else ThreadPoolTaskRunner(max_workers=1)
-    return build_dataset.with_options(task_runner=runner)(corpus=corpus, output_root=output_root, config=cfg)
+    with prefect_api():
+        return build_dataset.with_options(task_runner=runner)(corpus=corpus, output_root=output_root, config=cfg)
