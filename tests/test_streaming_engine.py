@@ -1,0 +1,82 @@
+"""The causal streaming engine end to end: real tiny.en weights, real speech, the events/record contract."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from training.streaming.engine import CausalStreamingEngine
+from training.streaming.evaluate import evaluate_records, load_realspeech, stream_all
+from training.streaming.events import Hypothesis, chunks, run_stream
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from training.weights import load_model
+
+    return load_model("tiny.en")
+
+
+@pytest.fixture(scope="module")
+def utterances(realspeech: Path):
+    return load_realspeech(realspeech, ("cmu_arctic", "ljspeech"), limit={"cmu_arctic": 3, "ljspeech": 1})
+
+
+def test_chunks_carry_the_lookahead_in_the_first_piece():
+    audio = np.zeros(16000, dtype=np.float32)
+    pieces = list(chunks(audio, 300, 12.5))
+    assert len(pieces[0]) == 4800 + 200 and all(len(p) == 4800 for p in pieces[1:-1])
+    assert sum(len(p) for p in pieces) == len(audio)
+
+
+@pytest.mark.parametrize("chunk_ms", [100, 300, 1000])
+def test_engine_streams_real_speech_with_monotone_commits(tiny, utterances, chunk_ms):
+    engine = CausalStreamingEngine(tiny, chunk_ms, max(600, chunk_ms), pad_silence=True)
+    records = stream_all(engine, utterances, chunk_ms)
+    for record in records:
+        committed: tuple[str, ...] = ()
+        for step in record.steps:
+            assert step.hypothesis.committed[: len(committed)] == committed  # never revised
+            committed = step.hypothesis.committed
+        assert record.steps[-1].final and not record.steps[-1].hypothesis.tentative
+        # the last partial chunk is decoded: one step per piece plus the end-of-stream step
+        assert len(record.steps) == len(list(chunks(np.zeros(int(record.audio_ms * 16)), chunk_ms, 12.5))) + 1
+        finals = record.final_words()
+        assert [e.word for e in finals] == list(record.steps[-1].hypothesis.words)
+        assert all(a.emission_ms <= b.emission_ms for a, b in zip(finals, finals[1:]))
+        assert all(e.elapsed_ms >= e.emission_ms for e in finals)
+    metrics = evaluate_records(records, utterances)
+    assert 0 <= metrics["wer"] < 3 and metrics["rtf"] > 0 and metrics["utterances"] == len(utterances)
+    # words are emitted while the audio is still arriving, not only at the end
+    early = [e for r in records for e in r.final_words() if e.emission_ms < r.audio_ms]
+    assert early, "nothing was committed before the end of the stream"
+
+
+def test_engine_finish_without_audio_and_reset(tiny):
+    engine = CausalStreamingEngine(tiny, 300, 600)
+    assert engine.finish() == Hypothesis(())
+    engine.reset()
+    silence = np.zeros(16000 * 2, dtype=np.float32)
+    record = run_stream(engine, silence, 300)
+    assert record.text == ""  # no word is forced out of silence
+
+
+def test_whole_utterance_block_matches_offline_quality(tiny, utterances):
+    """With tau0 = 30 s the first block holds the whole utterance (no causality): the engine's plumbing
+    (front end, encoder, caches, silence pad, decoder) must then transcribe like offline Whisper, and the
+    fast settings (int8 vocabulary projection, reused prefix cache) like the exact ones. The original
+    weights under a short block mask are much worse: the gap the causal fine-tuning closes."""
+    exact = CausalStreamingEngine(tiny, 1000, 30_000, pad_silence=True, cache_policy="exact", int8_vocab=False)
+    fast = CausalStreamingEngine(tiny, 1000, 30_000, pad_silence=True)
+    wer_exact = evaluate_records(stream_all(exact, utterances, 1000), utterances)["wer"]
+    wer_fast = evaluate_records(stream_all(fast, utterances, 1000), utterances)["wer"]
+    assert wer_exact <= 0.12 and abs(wer_fast - wer_exact) <= 0.05, (wer_fast, wer_exact)
+
+
+def test_engine_rejects_bad_chunk_configs(tiny):
+    with pytest.raises(ValueError):
+        CausalStreamingEngine(tiny, 30, 600)  # not a multiple of the 20 ms encoder frame
+    with pytest.raises(ValueError):
+        CausalStreamingEngine(tiny, 1000, 600)  # tau0 shorter than a chunk

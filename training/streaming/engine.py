@@ -1,0 +1,80 @@
+"""The causal streaming engine: incremental log-mel → block-causal encoder with key/value caches →
+streaming greedy decoder with the stability rule. Implements `events.StreamingRecognizer`.
+
+Per chunk the work is: the new mel frames, the encoder on the new block only (attending to cached
+keys/values), the cross-attention projections of the new frames, and a few decoder passes. Nothing
+is recomputed over the past audio, so the cost per chunk does not grow with the stream (the
+decoder's prefix pass grows with the number of tokens, which is small).
+
+Look-ahead: a block's last encoder frame needs mel frames up to 12.5 ms past the block end (the
+conv front end and the STFT window), so `lookahead_ms = 12.5`; end of stream zero-pads it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from training.streaming.beam import StreamingBeamDecoder
+from training.streaming.decoding import CachePolicy, StreamingGreedyDecoder
+from training.streaming.encoder import CausalEncoder
+from training.streaming.events import Hypothesis
+from training.streaming.frontend import StreamingLogMel, causal_log_mel
+
+
+class CausalStreamingEngine:
+    lookahead_ms = 12.5
+
+    def __init__(self, model, chunk_ms: int = 300, tau0_ms: int = 600, *, n_check: int = 2,
+                 cache_policy: CachePolicy = "reuse", beam_size: int | None = None, pad_silence: bool = False,
+                 int8_vocab: bool = True, tokenizer=None) -> None:
+        """`beam_size` None/1: greedy (Algorithm 1), else streaming beam search (Algorithm 2).
+        `cache_policy` / `int8_vocab`: the decoder's speed trade-offs (decoding.py, textdecoder.py);
+        `cache_policy="exact", int8_vocab=False` is the exact reference (benchmarks measure both).
+        `pad_silence`: the decoder sees the frames heard so far followed by encoder frames of
+        silence up to 30 s (see textdecoder.CrossCache): needed by the original weights, which
+        otherwise restart the sentence on partial audio; off in the paper's setting."""
+        from whisper.tokenizer import get_tokenizer
+
+        self.model = model
+        self.chunk_ms = chunk_ms
+        self.tau0_ms = tau0_ms
+        self.tokenizer = tokenizer or get_tokenizer(model.is_multilingual, num_languages=model.num_languages,
+                                                    language="en", task="transcribe")
+        self.encoder = CausalEncoder(model.encoder, chunk_ms, tau0_ms)
+        self.frontend = StreamingLogMel(model.dims.n_mels)
+        pad = self._silence_frames() if pad_silence else None
+        self.decoder: StreamingGreedyDecoder | StreamingBeamDecoder
+        if beam_size and beam_size > 1:
+            self.decoder = StreamingBeamDecoder(model, self.tokenizer, beam_size=beam_size, n_check=n_check,
+                                                pad_frames=pad, int8_vocab=int8_vocab)
+        else:
+            self.decoder = StreamingGreedyDecoder(model, self.tokenizer, n_check=n_check, cache_policy=cache_policy,
+                                                  pad_frames=pad, int8_vocab=int8_vocab)
+        self.reset()
+
+    @torch.inference_mode()
+    def _silence_frames(self) -> torch.Tensor:
+        """This encoder's output for 30 s of silence: [n_audio_ctx, d], computed once per engine."""
+        n = self.model.dims.n_audio_ctx
+        mel = causal_log_mel(np.zeros(n * 320, dtype=np.float32), self.model.dims.n_mels, pad_end=True)[:, : 2 * n]
+        return self.encoder(mel[None])[0]
+
+    def reset(self) -> None:
+        self.frontend.reset()
+        self.enc_state = self.encoder.new_state()
+        self.dec_state = self.decoder.new_state()
+
+    @torch.inference_mode()
+    def feed(self, samples: np.ndarray) -> Hypothesis:
+        mel = self.frontend.feed(samples)
+        frames = self.encoder.stream(self.enc_state, mel)
+        if frames.shape[0]:
+            self.decoder.update(self.dec_state, frames)
+        return self.decoder.hypothesis(self.dec_state)
+
+    @torch.inference_mode()
+    def finish(self) -> Hypothesis:
+        frames = [self.encoder.stream(self.enc_state, self.frontend.finish()), self.encoder.flush(self.enc_state)]
+        self.decoder.update(self.dec_state, torch.cat([f for f in frames if f.numel()] or frames[:1]), final=True)
+        return self.decoder.hypothesis(self.dec_state)
