@@ -4,6 +4,7 @@ Systems (all behind training.streaming.events.StreamingRecognizer, timed by run_
   causal        our engine (block-causal encoder + caches, streaming greedy), original tiny.en weights:
                 the non-fine-tuned causal Whisper of the paper
   causal_pad    the same, decoder sees silence after the heard frames (textdecoder.CrossCache)
+  causal_pad_exact   causal_pad with the exact decoder settings (prefix re-run, fp32 vocabulary), 300 ms
   local_agreement2   LocalAgreement-2 re-transcription (ufal whisper_streaming algorithm), beam 5
   alignatt      AlignAtt (Simul-Whisper / SimulStreaming policy), greedy, frame_threshold 25
   offline       whole utterance at the end, 30 s padding (accuracy ceiling; latency = utterance length)
@@ -36,6 +37,8 @@ def make_system(name: str, model, chunk_ms: int):
         return CausalStreamingEngine(model, chunk_ms, tau0)
     if name == "causal_pad":
         return CausalStreamingEngine(model, chunk_ms, tau0, pad_silence=True)
+    if name == "causal_pad_exact":  # exact decoder prefix cache and fp32 vocabulary: what the fast settings cost
+        return CausalStreamingEngine(model, chunk_ms, tau0, pad_silence=True, cache_policy="exact", int8_vocab=False)
     if name == "local_agreement2":
         return LocalAgreement2(model, beam_size=5)
     if name == "alignatt":
@@ -101,7 +104,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--realspeech", default=None)
     parser.add_argument("--chunks", default="40,100,200,300,1000")
-    parser.add_argument("--systems", default="causal,causal_pad,alignatt,local_agreement2,offline")
+    parser.add_argument("--systems", default="causal,causal_pad,causal_pad_exact,alignatt,local_agreement2,offline")
     parser.add_argument("--baseline-chunks", default="300,1000", help="chunk sizes for the re-encoding baselines")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--model", default="tiny.en")
@@ -123,7 +126,8 @@ def main() -> None:
     results: dict[str, dict[str, dict]] = {}
     started = time.time()
     for system in args.systems.split(","):
-        sizes = [1000] if system == "offline" else chunks if system.startswith("causal") else baseline_chunks
+        sizes = ([1000] if system == "offline" else [300] if system == "causal_pad_exact"
+                 else chunks if system.startswith("causal") else baseline_chunks)
         for chunk in sizes:
             recognizer = make_system(system, model, chunk)
             records = stream_all(recognizer, subset, chunk)

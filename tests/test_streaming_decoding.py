@@ -18,8 +18,13 @@ from training.streaming.decoding import StreamingGreedyDecoder, split_words
 def tiny():
     from training.weights import load_model
 
-    torch.set_grad_enabled(False)
     return load_model("tiny.en")
+
+
+@pytest.fixture(autouse=True)
+def _no_grad():
+    with torch.no_grad():  # scoped: a global set_grad_enabled(False) would leak into other test modules
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -28,15 +28,12 @@ class WhisperDtwAligner(Aligner):
     name = "whisper"
 
     def __init__(self, model: str = "tiny.en", medfilt_width: int = 7) -> None:
-        import torch
-
         from training.weights import checkpoint_sha256, load_model
 
         self.model_name = model
         self.medfilt_width = int(medfilt_width)
         self.model = load_model(model, device="cpu").eval()
         self._sha = checkpoint_sha256(model)
-        torch.set_grad_enabled(False)
         family = "multilingual" if self.model.is_multilingual else "english"
         self.tokenizer = get_tokenizer(family)
 
@@ -58,10 +55,11 @@ class WhisperDtwAligner(Aligner):
         tokens = [t for ts in per_word for t in ts]
         if len(tokens) > self.model.dims.n_text_ctx // 2 - 4:
             raise AlignmentError("too_many_tokens", f"{len(tokens)} tokens do not fit Whisper's context")
-        mel = log_mel_spectrogram(torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32)),
-                                  self.model.dims.n_mels, padding=N_SAMPLES)[:, :N_FRAMES]
-        timings = find_alignment(self.model, self.tokenizer, tokens, mel, len(audio) // HOP_LENGTH,
-                                 medfilt_width=self.medfilt_width)
+        with torch.inference_mode():
+            mel = log_mel_spectrogram(torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32)),
+                                      self.model.dims.n_mels, padding=N_SAMPLES)[:, :N_FRAMES]
+            timings = find_alignment(self.model, self.tokenizer, tokens, mel, len(audio) // HOP_LENGTH,
+                                     medfilt_width=self.medfilt_width)
         duration_ms = int(round(len(audio) * 1000 / 16_000))
         spans: list[WordSpan] = []
         queue = list(timings)

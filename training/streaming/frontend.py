@@ -77,8 +77,8 @@ class _LogSpec:
         rows = -(-n_frames // ROW_MULTIPLE) * ROW_MULTIPLE
         if rows != n_frames:
             magnitudes = torch.cat([magnitudes, magnitudes.new_zeros((rows - n_frames, magnitudes.shape[1]))])
-        mel = (magnitudes @ self.filters_t)[:n_frames].T  # [n_mels, n_frames]
-        return torch.clamp(mel, min=1e-10).log10()
+        log_mel = torch.clamp(magnitudes @ self.filters_t, min=1e-10).log10()  # [rows, n_mels], contiguous
+        return log_mel[:n_frames].T.contiguous()  # [n_mels, n_frames]
 
 
 def _normalise(log_spec: torch.Tensor, running_max: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
