@@ -108,3 +108,16 @@ def test_split_words_commits_only_closed_words(tokenizer):
     assert split_words(tokenizer, most, 4).committed == ("from", "most,")
     assert split_words(tokenizer, tokens, len(tokens)).committed == ("Hello", "wonderful")
     assert split_words(tokenizer, tokens, len(tokens), final=True).committed == ("Hello", "wonderful", "world")
+
+
+def test_reuse_policy_with_fewer_tokens_than_the_check_window(tiny, tokenizer, realspeech: Path):
+    """Regression: with < n_check tokens emitted, the reused-cache pass started one row too late."""
+    _, features = _features(tiny, realspeech / "cmu_arctic/wav/cmu_us_aew_a0001.wav")
+    exact, reuse = (StreamingGreedyDecoder(tiny, tokenizer, n_check=4, cache_policy=p) for p in ("exact", "reuse"))
+    states = exact.new_state(), reuse.new_state()
+    for start in range(0, 150, 15):
+        for dec, state in zip((exact, reuse), states):
+            dec.update(state, features[start : start + 15])
+        # with at most n_check tokens nothing is stale yet: both policies agree exactly
+        if len(states[0].tokens) <= 4:
+            assert states[0].tokens == states[1].tokens

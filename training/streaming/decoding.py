@@ -133,15 +133,14 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
             return
         p = len(self.prefix)
         seq = self.prefix + state.tokens
-        # Rows i of `logits` predict text position start_pos + i.
-        if self.cache_policy == "reuse" and state.cache.length > 0:
-            start = max(p, p + len(state.tokens) - self.n_check - 1, 1)
-            start = min(start, state.cache.length, len(seq) - 1)
-        else:
-            start = 0
         # stability check of the last n_check tokens, oldest first (Algorithm 1, lines 9-15);
         # logits are needed only for them and for the next token: row r predicts position checked_from + r
         checked_from = max(state.committed, len(state.tokens) - self.n_check)
+        if self.cache_policy == "reuse":
+            # keep the cached keys/values before the first checked token's input; re-run from there
+            start = min(p - 1 + checked_from, state.cache.length)
+        else:
+            start = 0
         logits = self._run(state.cache, seq[start:], start, logit_rows=len(state.tokens) - checked_from + 1)
         for pos in range(checked_from, len(state.tokens)):
             lp = self._logprobs(logits[pos - checked_from], pos)
