@@ -59,6 +59,11 @@ class GreedyState:
 class StreamingDecoderBase:
     """What greedy and beam streaming decoding share: prompt, token filters, cached forward."""
 
+    # Offline Whisper drops a segment whose <|nospeech|> probability (at the SOT position) exceeds 0.6;
+    # before the first word, streaming decoding treats that as "wait for more audio" (so silence emits
+    # nothing, not Whisper's habitual "you").
+    no_speech_threshold: float = 0.6
+
     # Speech runs at most ~6 tokens/s; a hypothesis far ahead of that is a repetition loop of a model
     # that sees too little audio. While streaming, the token count is capped at this rate.
     max_tokens_per_s: float = 12.0
@@ -136,12 +141,21 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
         # stability check of the last n_check tokens, oldest first (Algorithm 1, lines 9-15);
         # logits are needed only for them and for the next token: row r predicts position checked_from + r
         checked_from = max(state.committed, len(state.tokens) - self.n_check)
-        if self.cache_policy == "reuse":
+        if self.cache_policy == "reuse" and state.tokens:
             # keep the cached keys/values before the first checked token's input; re-run from there
             start = min(p - 1 + checked_from, state.cache.length)
         else:
             start = 0
-        logits = self._run(state.cache, seq[start:], start, logit_rows=len(state.tokens) - checked_from + 1)
+        rows = len(state.tokens) - checked_from + 1
+        if not state.tokens and self.tokenizer.no_speech is not None:
+            logits = self._run(state.cache, seq[start:], start, logit_rows=rows + p - 1)
+            no_speech = torch.softmax(logits[0], dim=-1)[self.tokenizer.no_speech]  # row 0: the SOT position
+            if float(no_speech) > self.no_speech_threshold:
+                self._close_chunk(state, final)
+                return
+            logits = logits[p - 1 :]
+        else:
+            logits = self._run(state.cache, seq[start:], start, logit_rows=rows)
         for pos in range(checked_from, len(state.tokens)):
             lp = self._logprobs(logits[pos - checked_from], pos)
             token = state.tokens[pos]
