@@ -20,11 +20,17 @@ Algorithm (Macháček, Dabre, Bojar 2023; `whisper_online.py` of ufal/whisper_st
   with the segment rule as a fallback beyond 30 s.
 * ``finish`` runs one last update if unprocessed audio is left, then commits the tentative tail.
 
-ASR call: ``model.transcribe(buffer, language, initial_prompt=prompt, word_timestamps=True,
+ASR call: ``whisper.transcribe(model, buffer, language="en", initial_prompt=prompt, word_timestamps=True,
 condition_on_previous_text=False, temperature=0.0, fp16=False, beam_size=beam_size)``: openai-whisper's
 own long-form loop, so the buffer is padded to 30 s per window and a buffer > 30 s is handled in several
-windows (as faster-whisper does for the original). Segments with ``no_speech_prob > 0.9`` are skipped, as
+windows (as faster-whisper does for the original). It is called on an :class:`EncodeOnceView` of the model,
+so each window is encoded once (plain openai-whisper encodes it a second time for the word alignment;
+faster-whisper does not); the result is identical. Segments with ``no_speech_prob > 0.9`` are skipped, as
 ufal's faster-whisper backend does.
+
+The prompt is, as in the original, only committed text that has already scrolled out of the audio buffer
+(text still inside the buffer is re-transcribed, so prompting with it would duplicate it). Consequently
+utterances shorter than ``buffer_trimming_s`` are never prompted.
 
 Deviations from the original (ufal/whisper_streaming, faster-whisper backend, its defaults):
 
