@@ -56,13 +56,19 @@ def write_split(root: Path, split: str, samples: Sequence[ShardSample], shard_si
     return infos
 
 
+def _all_shards(src: Iterator) -> Iterator:
+    yield from src
+
+
 def iter_shard_samples(paths: Sequence[str | Path]) -> Iterator[dict]:
     """Yield {'__key__', 'audio': float32 16 kHz array, 'meta': dict} from shards, in order."""
     from data.audio import decode_audio
 
     wds.utils.enforce_security = True
-    dataset = wds.WebDataset([str(p) for p in paths], shardshuffle=False, nodesplitter=wds.single_node_only,
-                             empty_check=False)
+    # Every caller gets every listed shard, also inside a distributed job: training ranks choose their samples
+    # afterwards (equal counts per rank), so webdataset must not split (or refuse to split) by node.
+    dataset = wds.WebDataset([str(p) for p in paths], shardshuffle=False, nodesplitter=_all_shards,
+                             workersplitter=_all_shards, empty_check=False)
     for sample in dataset:
         ext = "flac" if "flac" in sample else "wav"
         yield {"__key__": sample["__key__"], "audio": decode_audio(sample[ext]),

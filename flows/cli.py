@@ -66,6 +66,31 @@ def data_build(
     typer.echo(json.dumps(summary, indent=2))
 
 
+@app.command("finetune")
+def finetune(
+    datasets: Annotated[list[str], typer.Argument(help="dataset version directories to train on")],
+    chunk_ms: Annotated[Optional[list[int]], typer.Option("--chunk-ms", help="one run per chunk size (repeat)")] = None,
+    random_chunk: Annotated[bool, typer.Option(help="also train one adapter over all chunk sizes ≤ 600 ms")] = False,
+    validation: Annotated[Optional[list[str]], typer.Option(help="dataset versions for streaming validation")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="YAML profile with a finetune: section")] = None,
+    max_steps: Annotated[Optional[int], typer.Option()] = None,
+    num_workers: Annotated[Optional[int], typer.Option(help="Ray Train workers")] = None,
+    use_gpu: Annotated[Optional[bool], typer.Option()] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
+    parallel_runs: Annotated[int, typer.Option(help="chunk sizes trained at the same time")] = 1,
+) -> None:
+    """Causal LoRA fine-tuning per chunk size (Prefect flow finetune-causal → Ray Train → MLflow registry)."""
+    from configs.finetune import load_finetune_config
+    from flows.finetune_causal import run_finetune_flow
+
+    cfg = load_finetune_config(str(config) if config else None, datasets=tuple(datasets),
+                               validation_datasets=tuple(validation) if validation else None, max_steps=max_steps,
+                               num_workers=num_workers, use_gpu=use_gpu, tracking_uri=tracking_uri)
+    rows = run_finetune_flow(cfg, chunk_ms or [cfg.chunk_ms], random_chunk=random_chunk,
+                             max_parallel_runs=parallel_runs)
+    typer.echo(json.dumps(rows, indent=2))
+
+
 @app.command("run")
 def run_main(
     realspeech: Annotated[Optional[str], typer.Option(help="also build a dataset from this real-speech folder")] = None,

@@ -19,6 +19,7 @@ from configs.dataset import DatasetConfig
 from data.manifest import read_manifest, read_rejects
 from data.shards import iter_shard_samples
 from flows.build_dataset import run_build
+from conftest import copy_realspeech_subset
 
 N_LJ = 8
 
@@ -26,17 +27,7 @@ N_LJ = 8
 @pytest.fixture(scope="module")
 def small_corpus(tmp_path_factory, realspeech: Path) -> Path:
     """8 LJSpeech + 6 CMU ARCTIC utterances copied to a temp folder (never into the repo)."""
-    root = tmp_path_factory.mktemp("corpus")
-    for name, count in (("ljspeech", N_LJ), ("cmu_arctic", 6)):
-        src = realspeech / name
-        dst = root / name
-        (dst / "wav").mkdir(parents=True)
-        lines = src.joinpath("transcripts.tsv").read_text().splitlines()[:count]
-        dst.joinpath("transcripts.tsv").write_text("\n".join(lines) + "\n")
-        for line in lines:
-            utt = line.split("\t")[0]
-            shutil.copy(src / "wav" / f"{utt}.wav", dst / "wav" / f"{utt}.wav")
-    return root
+    return copy_realspeech_subset(tmp_path_factory.mktemp("corpus"), realspeech, {"ljspeech": N_LJ, "cmu_arctic": 6})
 
 
 def _cfg(**kw) -> DatasetConfig:

@@ -1,0 +1,166 @@
+"""Typed configuration of a causal LoRA fine-tuning run (WhisperRT / CarelessWhisper, paper section VI).
+
+Every value that changes the trained adapter lives here once. Its canonical JSON (sorted keys, without the
+run-time fields in ``RUNTIME_FIELDS``) is hashed into ``config_hash``: the key of the Ray Train run name, of the
+Prefect cache and of the MLflow run, so a retried or resumed run finds its own checkpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# Paper / public scripts: f̂ per chunk size (base/small); τ0 = 600 ms for every released chunk size.
+PAPER_SAMPLE_FRACTION = {40: 0.02, 100: 0.05, 200: 0.1, 300: 0.25}
+PAPER_TAU0_MS = 600
+
+# Fields that say where or how fast a run happens, not what it learns: left out of the config hash.
+RUNTIME_FIELDS = frozenset({"num_workers", "use_gpu", "threads_per_worker", "storage_path", "tracking_uri",
+                            "experiment", "register_model", "max_failures", "chaos", "ray_address", "output_dir",
+                            # where the datasets are; what they are (version ids) goes into the run key
+                            "datasets", "validation_datasets"})
+
+
+def default_tau0_ms(chunk_ms: int) -> int:
+    """The first block: 600 ms as in the paper, or one chunk when chunks are longer (τ0 ≥ τ)."""
+    return max(PAPER_TAU0_MS, chunk_ms)
+
+
+class LoraSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    r: int = Field(32, ge=1, description="LoRA rank (paper: 32 for base/small, 4 for large-v2)")
+    alpha: float = Field(32.0, gt=0, description="scale = alpha / r (paper: alpha = r)")
+    dropout: float = Field(0.0, ge=0, lt=1)
+    # encoder self-attention + decoder self- and cross-attention, query/key/value/out (not MLPs, convs, norms)
+    targets: tuple[Literal["encoder.attn", "decoder.attn", "decoder.cross_attn"], ...] = (
+        "encoder.attn", "decoder.attn", "decoder.cross_attn")
+    projections: tuple[Literal["query", "key", "value", "out"], ...] = ("query", "key", "value", "out")
+    # "peft": peft's default (A ~ kaiming(a=√5) over fan_in = d, B = 0). "carelesswhisper": A ~ U(±1/√r), the
+    # public code's larger init (√(d/r) times peft's) that its lr = 1e-5 was tuned for. B = 0 in both.
+    init: Literal["peft", "carelesswhisper"] = "peft"
+
+
+class ChaosConfig(BaseModel):
+    """Fault drill: SIGKILL the worker of ``rank`` when it reaches ``at_step``, once (``marker`` file)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rank: int = 1
+    at_step: int = Field(..., ge=1)
+    marker: str
+
+
+class FinetuneConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = "tiny.en"
+    chunk_ms: int = Field(300, description="chunk size τ (ms, multiple of 20); also the validation chunk size")
+    tau0_ms: int | None = Field(None, description="first block τ0 (ms); default max(600, chunk_ms)")
+    # random chunk size variant: a chunk size per step, drawn from this set (one adapter for all sizes)
+    chunk_ms_choices: tuple[int, ...] | None = None
+    sample_fraction: float | None = Field(None, gt=0, le=1, description="f̂; default: the paper's value per chunk")
+    margin_ms: int = Field(1000, ge=0, description="sample points up to the speech end plus this (silence)")
+    lora: LoraSettings = LoraSettings()
+
+    datasets: tuple[str, ...] = Field(..., min_length=1, description="dataset version directories to train on")
+    splits: tuple[str, ...] = ("train",)
+    validation_datasets: tuple[str, ...] = ()
+    validation_splits: tuple[str, ...] = ("train", "dev", "test")
+    validation_limit: int | None = Field(None, ge=1, description="first N validation utterances (by key)")
+    val_every: int = Field(0, ge=0, description="streaming validation every N steps (0: at the end only)")
+
+    max_steps: int = Field(200, ge=1)
+    batch_size: int = Field(4, ge=1, description="utterances per worker per optimizer step")
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = 0.01
+    adam_eps: float = 1e-6
+    warmup_steps: int = Field(20, ge=0)
+    grad_clip: float = Field(1.0, gt=0)
+    seed: int = 3407
+    checkpoint_every: int = Field(25, ge=1)
+    log_every: int = Field(1, ge=1)
+
+    num_workers: int = Field(2, ge=0, description="Ray Train workers (0: local mode in the driver)")
+    use_gpu: bool = False
+    threads_per_worker: int = Field(1, ge=1)
+    max_failures: int = Field(2, ge=0)
+    storage_path: str = "outputs/ray"
+    output_dir: str = "outputs/adapters"
+    ray_address: str | None = None
+    tracking_uri: str | None = Field(None, description="MLflow; default sqlite:///<repo>/mlruns/mlflow.db")
+    experiment: str = "whisperline-causal"
+    register_model: bool = True
+    chaos: ChaosConfig | None = None
+
+    @field_validator("chunk_ms")
+    @classmethod
+    def _frames(cls, v: int) -> int:
+        if v <= 0 or v % 20:
+            raise ValueError(f"chunk_ms must be a positive multiple of 20 ms, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FinetuneConfig:
+        for c in self.chunk_ms_choices or ():
+            if c <= 0 or c % 20 or c > self.resolved_tau0_ms:
+                raise ValueError(f"chunk_ms_choices: {c} must be a multiple of 20 ms and at most tau0_ms "
+                                 f"({self.resolved_tau0_ms})")
+        if self.resolved_tau0_ms < self.chunk_ms or self.resolved_tau0_ms % 20:
+            raise ValueError(f"tau0_ms ({self.resolved_tau0_ms}) must be a multiple of 20 and >= chunk_ms")
+        return self
+
+    @property
+    def resolved_tau0_ms(self) -> int:
+        if self.tau0_ms is not None:
+            return self.tau0_ms
+        return max(default_tau0_ms(c) for c in (self.chunk_ms, *(self.chunk_ms_choices or ())))
+
+    def fraction_for(self, chunk_ms: int) -> float:
+        if self.sample_fraction is not None:
+            return self.sample_fraction
+        return PAPER_SAMPLE_FRACTION.get(chunk_ms, 0.25)
+
+    @property
+    def variant(self) -> str:
+        return "rcs" if self.chunk_ms_choices else f"{self.chunk_ms}ms"
+
+    @property
+    def registered_name(self) -> str:
+        return f"whisperline-causal-{self.model}-{self.variant}"
+
+    def learned_json(self) -> str:
+        values = self.model_dump(mode="json", exclude=set(RUNTIME_FIELDS))
+        values["tau0_ms"] = self.resolved_tau0_ms
+        return json.dumps(values, sort_keys=True, separators=(",", ":"))
+
+    def config_hash(self) -> str:
+        return hashlib.sha256(self.learned_json().encode()).hexdigest()
+
+    def resolved_paths(self) -> FinetuneConfig:
+        """Dataset paths made absolute (Ray workers run in their own working directories)."""
+        from pathlib import Path
+
+        return self.model_copy(update={"datasets": tuple(str(Path(d).resolve()) for d in self.datasets),
+                                       "validation_datasets": tuple(str(Path(d).resolve())
+                                                                    for d in self.validation_datasets)})
+
+    def for_chunk(self, chunk_ms: int) -> FinetuneConfig:
+        """This config at another chunk size (τ0 re-derived unless it was set explicitly)."""
+        return FinetuneConfig.model_validate({**self.model_dump(), "chunk_ms": chunk_ms, "chunk_ms_choices": None})
+
+
+def load_finetune_config(path: str | None = None, **overrides: object) -> FinetuneConfig:
+    """Read the ``finetune:`` section of a YAML profile (or the defaults) and apply keyword overrides."""
+    values: dict[str, object] = {}
+    if path:
+        import yaml
+
+        with open(path, encoding="utf-8") as fh:
+            loaded = yaml.safe_load(fh) or {}
+        values.update(loaded.get("finetune", {}))
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return FinetuneConfig(**values)

@@ -1,0 +1,40 @@
+"""Prefect tasks of causal fine-tuning: thin wrappers around training.causal.
+
+A training task is cached on its run key (config hash + dataset version ids), so a flow re-run after a failure
+skips the chunk sizes that already finished; its retries restart Ray Train under the same run name, which
+resumes from the last checkpoint instead of starting over.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from configs.finetune import FinetuneConfig
+from training.causal.evaluate import evaluate_streaming
+from training.causal.run import run_finetune, run_key
+
+
+def _run_cache_key(_context, parameters: dict) -> str:
+    return f"finetune-causal-{run_key(parameters['config'].resolved_paths())}"
+
+
+@task(name="finetune-causal-run", retries=1, retry_delay_seconds=5, cache_key_fn=_run_cache_key,
+      cache_expiration=timedelta(days=30), persist_result=True)
+def finetune_run(config: FinetuneConfig) -> dict:
+    summary = run_finetune(config)
+    m = summary["metrics"]
+    get_run_logger().info("%s: %d steps, val WER %s, registered %s v%s", summary["run_name"], m.get("step", 0),
+                          m.get("val_wer"), summary["registered_model"], summary["registered_version"])
+    return summary
+
+
+@task(name="evaluate-streaming", cache_policy=NO_CACHE)
+def evaluate_adapter(model_name: str, adapter_dir: str | None, realspeech: str, chunk_sizes: list[int],
+                     limit: int | None = None) -> dict[int, dict]:
+    from training.streaming.evaluate import load_realspeech
+
+    utterances = load_realspeech(realspeech)
+    return evaluate_streaming(model_name, adapter_dir, utterances[:limit] if limit else utterances, chunk_sizes)

@@ -1,0 +1,28 @@
+"""Score a base model or a fine-tuned adapter in streaming mode on a set of utterances (same metrics for all)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from configs.finetune import default_tau0_ms
+from training.causal.validate import streaming_scores
+from training.streaming.evaluate import Utterance
+
+
+def load_tuned(model_name: str, adapter_dir: str | Path | None):
+    """Base weights (+ the adapter, checked against the base sha256), in eval mode."""
+    from training.lora import load_adapter
+    from training.weights import checkpoint_sha256, load_model
+
+    model = load_model(model_name)
+    if adapter_dir is not None:
+        load_adapter(model, adapter_dir, base_sha256=checkpoint_sha256(model_name))
+    return model.eval()
+
+
+def evaluate_streaming(model_name: str, adapter_dir: str | Path | None, utterances: Sequence[Utterance],
+                       chunk_sizes: Sequence[int], tau0_ms: int | None = None) -> dict[int, dict]:
+    """{chunk_ms: scores} of one model (base when ``adapter_dir`` is None) over several chunk sizes."""
+    model = load_tuned(model_name, adapter_dir)
+    return {c: streaming_scores(model, utterances, c, tau0_ms or default_tau0_ms(c)) for c in chunk_sizes}

@@ -1,0 +1,210 @@
+"""The Ray Train worker loop of causal LoRA fine-tuning (``train_loop_per_worker``).
+
+Per step and rank: a batch of utterances (this rank's slice of a seeded permutation), sample points drawn per
+utterance (seeded by step and rank), one forward through the DDP-wrapped :class:`SamplePointLoss`, one backward,
+one optimizer step. Checkpoints (adapter in peft format + optimizer/scheduler state + step) are written by rank 0
+and reported with ``ray.train.report``; every rank reports the same number of times (it is a barrier). A restarted
+worker group resumes from ``ray.train.get_checkpoint()`` and replays the same data order from that step.
+
+Rank 0 logs per-step metrics to the MLflow run the driver opened (``run_id``), plus system metrics, and runs the
+streaming validation.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from configs.finetune import FinetuneConfig
+from training.causal.data import TrainUtterance, collate, padded_mel, rank_batches, read_all
+from training.causal.objective import SamplePointLoss
+from training.causal.validate import streaming_scores
+from training.lora import apply_lora, load_adapter, save_adapter, trainable_parameters
+
+STATE_FILE = "trainer_state.pt"
+
+
+class CheckpointMismatch(RuntimeError):
+    """A checkpoint of another configuration was offered for resuming."""
+
+
+def lr_lambda(cfg: FinetuneConfig):
+    """Linear warm-up, then cosine decay to 10 % over ``max_steps``."""
+    def f(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        span = max(1, cfg.max_steps - cfg.warmup_steps)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - cfg.warmup_steps) / span)))
+    return f
+
+
+def chunk_for_step(cfg: FinetuneConfig, step: int) -> int:
+    """The step's chunk size: fixed, or (random chunk size variant) drawn from the set, equal on every rank."""
+    if not cfg.chunk_ms_choices:
+        return cfg.chunk_ms
+    return int(np.random.default_rng([cfg.seed, step, 1]).choice(cfg.chunk_ms_choices))
+
+
+class MelCache:
+    """Log-mel of each padded utterance, computed once per worker."""
+
+    def __init__(self, margin_ms: int, n_mels: int) -> None:
+        self.margin_ms, self.n_mels = margin_ms, n_mels
+        self._mels: dict[str, torch.Tensor] = {}
+
+    def __call__(self, utt: TrainUtterance) -> torch.Tensor:
+        if utt.key not in self._mels:
+            self._mels[utt.key] = padded_mel(utt.audio, utt.speech_end_ms, self.margin_ms, self.n_mels)
+        return self._mels[utt.key]
+
+
+def save_checkpoint(directory: Path, model: torch.nn.Module, cfg: FinetuneConfig, meta: dict, optimizer, scheduler,
+                    step: int) -> None:
+    save_adapter(model, cfg.lora, directory / "adapter", {**meta, "step": step})
+    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step,
+                "config_hash": cfg.config_hash()}, directory / STATE_FILE)
+
+
+def restore_checkpoint(directory: Path, model: torch.nn.Module, cfg: FinetuneConfig, optimizer, scheduler) -> int:
+    state = torch.load(directory / STATE_FILE, map_location="cpu", weights_only=True)
+    if state["config_hash"] != cfg.config_hash():
+        raise CheckpointMismatch(f"checkpoint of config {state['config_hash'][:12]} offered to run "
+                                 f"{cfg.config_hash()[:12]}")
+    load_adapter(model, directory / "adapter", inject=False)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    return int(state["step"])
+
+
+def _all_mean(value: float) -> float:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        t = torch.tensor([value], dtype=torch.float64)
+        torch.distributed.all_reduce(t)
+        return float(t) / torch.distributed.get_world_size()
+    return value
+
+
+def train_loop_per_worker(config: dict[str, Any]) -> None:
+    import ray.train
+    from ray.train.torch import get_device, prepare_model
+    from whisper.tokenizer import get_tokenizer
+
+    from training.tracking import log_metrics
+    from training.weights import checkpoint_sha256, load_model
+
+    cfg = FinetuneConfig.model_validate(config["finetune"])
+    run_id, tracking_uri, meta = config.get("run_id"), config.get("tracking_uri"), config["meta"]
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    torch.set_num_threads(cfg.threads_per_worker)
+    device = get_device()
+
+    if checkpoint_sha256(cfg.model, allow_download=False) != meta["base_sha256"]:
+        raise RuntimeError(f"rank {rank}: base weights of {cfg.model} differ from the driver's")
+    model = load_model(cfg.model)
+    apply_lora(model, cfg.lora, seed=cfg.seed)
+    model.train()
+    module = SamplePointLoss(model)
+    optimizer = torch.optim.AdamW(trainable_parameters(model), lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                  eps=cfg.adam_eps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
+    start_step = 0
+    if (checkpoint := ray.train.get_checkpoint()) is not None:
+        with checkpoint.as_directory() as d:
+            start_step = restore_checkpoint(Path(d), model, cfg, optimizer, scheduler)
+    # DDP syncs trainable tensors only: frozen weights are identical on every rank (same sha256), and Whisper's
+    # alignment_heads buffer is sparse, which DDP's broadcast does not support.
+    torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+        module, [n for n, p in module.named_parameters() if not p.requires_grad] + [n for n, _ in module.named_buffers()])
+    ddp = prepare_model(module, parallel_strategy="ddp" if world > 1 else None)
+
+    tokenizer = get_tokenizer(model.is_multilingual, num_languages=model.num_languages, language="en",
+                              task="transcribe")
+    prefix = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
+    utterances = read_all(cfg.datasets, cfg.splits)
+    validation = ([u.as_eval_utterance() for u in read_all(cfg.validation_datasets, cfg.validation_splits,
+                                                              cfg.validation_limit)]
+                  if rank == 0 and cfg.validation_datasets else [])
+    mels = MelCache(cfg.margin_ms, model.dims.n_mels)
+    monitor = _system_metrics(run_id, tracking_uri) if rank == 0 else None
+    steps_per_epoch = len(rank_batches(len(utterances), world, rank, cfg.batch_size, cfg.seed, 0))
+
+    def emit(step: int, metrics: dict, with_checkpoint: bool) -> None:
+        if rank == 0 and run_id:
+            log_metrics(tracking_uri, run_id, metrics, step)
+        if not with_checkpoint:
+            ray.train.report(metrics)
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            if rank == 0:  # one writer: Ray merges every rank's checkpoint files into one directory
+                save_checkpoint(Path(tmp), model, cfg, meta, optimizer, scheduler, step)
+            ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(tmp) if rank == 0 else None)
+
+    try:
+        if start_step >= cfg.max_steps:  # restored a finished run: hand its checkpoint back as the result
+            emit(start_step, {"step": start_step, "resumed_from_step": start_step}, with_checkpoint=True)
+        if rank == 0 and start_step and run_id:
+            log_metrics(tracking_uri, run_id, {"resumed_from_step": start_step}, start_step)
+        for step in range(start_step, cfg.max_steps):
+            if cfg.chaos and rank == cfg.chaos.rank and step == cfg.chaos.at_step and not os.path.exists(cfg.chaos.marker):
+                Path(cfg.chaos.marker).write_text(f"killed rank {rank} pid {os.getpid()} at step {step}\n")
+                os.kill(os.getpid(), signal.SIGKILL)  # a real worker death, not an exception
+            t0 = time.perf_counter()
+            epoch, index = divmod(step, steps_per_epoch)
+            batch_ids = rank_batches(len(utterances), world, rank, cfg.batch_size, cfg.seed, epoch)[index]
+            chunk_ms = chunk_for_step(cfg, step)
+            batch_utts = [utterances[i] for i in batch_ids]
+            batch = collate(batch_utts, [mels(u) for u in batch_utts], chunk_ms=chunk_ms,
+                            tau0_ms=cfg.resolved_tau0_ms, fraction=cfg.fraction_for(chunk_ms),
+                            margin_ms=cfg.margin_ms, prefix=prefix, eot=tokenizer.eot,
+                            rng=np.random.default_rng([cfg.seed, step, rank])).to(device)
+            torch.manual_seed(hash((cfg.seed, step, rank)) % 2**31)  # LoRA dropout: same masks after a resume
+            loss, _ = ddp(batch.mel, batch.tokens, batch.labels, batch.row_utt, batch.row_frames, batch.chunk_ms,
+                          batch.tau0_ms)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(model), cfg.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            seconds = time.perf_counter() - t0
+            done = step + 1
+            metrics = {"step": done, "epoch": epoch, "loss": _all_mean(float(loss)), "lr": scheduler.get_last_lr()[0],
+                       "grad_norm": float(grad_norm), "chunk_ms": chunk_ms,
+                       "sample_points": _all_mean(batch.n_points) * world,
+                       "step_s": _all_mean(seconds)}
+            metrics["sample_points_per_s"] = metrics["sample_points"] / max(metrics["step_s"], 1e-9)
+            last = done == cfg.max_steps
+            if validation and (last or (cfg.val_every and done % cfg.val_every == 0)):
+                scores = streaming_scores(model, validation, cfg.chunk_ms, cfg.resolved_tau0_ms)
+                metrics.update({f"val_{k}": v for k, v in scores.items()})
+            if last or done % cfg.checkpoint_every == 0:
+                emit(done, metrics, with_checkpoint=True)
+            elif done % cfg.log_every == 0:
+                emit(done, metrics, with_checkpoint=False)
+    finally:
+        if monitor is not None:
+            monitor.finish()
+
+
+def _system_metrics(run_id: str | None, tracking_uri: str | None):
+    """MLflow's system metrics sampler (CPU, memory, GPU if any) on rank 0, logged into the run."""
+    if not run_id:
+        return None
+    try:
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+    except ImportError:
+        return None
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri)
+    monitor = SystemMetricsMonitor(run_id, sampling_interval=5, samples_before_logging=1)
+    monitor.start()
+    return monitor

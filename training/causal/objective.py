@@ -1,0 +1,83 @@
+"""The sample-point loss: block-causal encoder once per utterance, all sample points through the decoder at once.
+
+Encoder: :class:`CausalEncoder` full masked forward (``exact=False``: training needs no bit-exactness) over the
+batch's mel; the block mask makes frame i depend on frames of its own and earlier blocks only, so each utterance's
+frames before boundary e are exactly what the streaming encoder produces after e frames, and zero padding after an
+utterance cannot leak into it.
+
+Decoder: one row per sample point, cross-attention keys restricted to the row's boundary (frames < e) by a
+key mask, causal self-attention over the row's tokens. Cross-attention keys/values are projected once per
+utterance and gathered per row. Logits are computed only at supervised positions.
+
+Wrapped as an ``nn.Module`` whose ``forward`` returns the loss, so DDP (``ray.train.torch.prepare_model``) sees one
+forward per step and all-reduces the LoRA gradients once.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from training.causal.data import SamplePointBatch
+from training.causal.samples import IGNORE
+from training.streaming.encoder import CausalEncoder
+
+
+class SamplePointLoss(nn.Module):
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self._encoders: dict[tuple[int, int], CausalEncoder] = {}
+
+    def encoder_for(self, chunk_ms: int, tau0_ms: int) -> CausalEncoder:
+        key = (chunk_ms, tau0_ms)
+        if key not in self._encoders:  # plain dict: the views share the model's modules, nothing to register
+            self._encoders[key] = CausalEncoder(self.model.encoder, chunk_ms, tau0_ms, exact=False)
+        return self._encoders[key]
+
+    def forward(self, mel: Tensor, tokens: Tensor, labels: Tensor, row_utt: Tensor, row_frames: Tensor,
+                chunk_ms: int, tau0_ms: int) -> tuple[Tensor, Tensor]:
+        """Mean cross-entropy over supervised positions, and their count."""
+        audio = self.encoder_for(chunk_ms, tau0_ms)(mel)  # [U, T, d]
+        logits, targets = decoder_logits(self.model.decoder, tokens, labels, audio, row_utt, row_frames)
+        n = targets.numel()
+        return F.cross_entropy(logits.float(), targets, reduction="mean"), torch.tensor(n)
+
+    def loss(self, batch: SamplePointBatch) -> tuple[Tensor, Tensor]:
+        return self(batch.mel, batch.tokens, batch.labels, batch.row_utt, batch.row_frames, batch.chunk_ms,
+                    batch.tau0_ms)
+
+
+def _heads(x: Tensor, n_head: int) -> Tensor:
+    b, n, d = x.shape
+    return x.view(b, n, n_head, d // n_head).transpose(1, 2)
+
+
+def decoder_logits(decoder: nn.Module, tokens: Tensor, labels: Tensor, audio: Tensor, row_utt: Tensor,
+                   row_frames: Tensor) -> tuple[Tensor, Tensor]:
+    """Logits [N, vocab] at the N supervised positions of ``labels`` and the target ids [N].
+
+    tokens/labels [R, L]; audio [U, T, d]; row r attends to ``audio[row_utt[r], :row_frames[r]]``.
+    """
+    r, length = tokens.shape
+    n_head = decoder.blocks[0].attn.n_head
+    x = decoder.token_embedding(tokens) + decoder.positional_embedding[:length]
+    causal = torch.ones(length, length, dtype=torch.bool, device=tokens.device).tril()
+    frames = torch.arange(audio.shape[1], device=audio.device)
+    cross_mask = (frames[None, :] < row_frames[:, None])[:, None, None, :]  # [R, 1, 1, T]
+    for block in decoder.blocks:
+        h = block.attn_ln(x)
+        q, k, v = (_heads(f(h), n_head) for f in (block.attn.query, block.attn.key, block.attn.value))
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
+        x = x + block.attn.out(a.transpose(1, 2).reshape(r, length, -1))
+        h = block.cross_attn_ln(x)
+        q = _heads(block.cross_attn.query(h), n_head)
+        ck = _heads(block.cross_attn.key(audio), n_head)[row_utt]
+        cv = _heads(block.cross_attn.value(audio), n_head)[row_utt]
+        a = F.scaled_dot_product_attention(q, ck, cv, attn_mask=cross_mask)
+        x = x + block.cross_attn.out(a.transpose(1, 2).reshape(r, length, -1))
+        x = x + block.mlp(block.mlp_ln(x))
+    keep = labels != IGNORE
+    x = decoder.ln(x[keep])
+    return x @ decoder.token_embedding.weight.to(x.dtype).T, labels[keep]

@@ -1,0 +1,152 @@
+"""Driver of one causal fine-tuning run: Ray Train ``TorchTrainer`` + MLflow run + registered model.
+
+``run_finetune(cfg)``:
+1. opens (or reopens, after a failure) the MLflow run keyed by the config hash, with all params and tags;
+2. fits a ``TorchTrainer`` (``ScalingConfig(num_workers, use_gpu)``, gloo on CPU / nccl on GPU,
+   ``FailureConfig(max_failures)``) under ``<storage_path>/<run name>``: the name is derived from the config hash,
+   so a retried run (a Prefect retry, a re-submitted job) restores the last checkpoint instead of starting over;
+3. copies the final adapter to ``<output_dir>/<run name>``, logs it and a pyfunc model that stream-transcribes a
+   wav, registers that model as ``whisperline-causal-<model>-<chunk_ms>ms`` and closes the run.
+Works on the local machine (``ray.init(num_cpus=…)``) and on a Ray cluster (``ray_address``/``RAY_ADDRESS``).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from configs.finetune import FinetuneConfig
+from training.causal.data import dataset_ref
+from training.tracking import default_tracking_uri, flatten, git_commit, open_run
+
+log = logging.getLogger("whisperline.finetune")
+
+
+class FinetuneError(RuntimeError):
+    """The training run failed after exhausting its retries (the MLflow run is marked FAILED)."""
+
+
+def run_key(cfg: FinetuneConfig) -> str:
+    """What the run learns: the config hash plus the version ids of its training and validation data."""
+    import hashlib
+
+    versions = [dataset_ref(d)["version_id"] for d in (*cfg.datasets, "|", *cfg.validation_datasets) if d != "|"]
+    return hashlib.sha256(f"{cfg.config_hash()}|{len(cfg.datasets)}|{','.join(versions)}".encode()).hexdigest()
+
+
+def run_name(cfg: FinetuneConfig) -> str:
+    return f"causal-{cfg.model}-{cfg.variant}-{run_key(cfg)[:10]}"
+
+
+def ensure_ray(cfg: FinetuneConfig) -> None:
+    import os
+
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = cfg.ray_address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address)
+    else:  # a local cluster: the Train workers plus the Train controller
+        ray.init(num_cpus=max(2, cfg.num_workers * cfg.threads_per_worker + 1), include_dashboard=False,
+                 log_to_driver=False)
+
+
+def run_meta(cfg: FinetuneConfig) -> dict[str, Any]:
+    from training.weights import checkpoint_sha256
+
+    return {
+        "base_model": cfg.model,
+        "base_sha256": checkpoint_sha256(cfg.model),
+        "chunk_ms": cfg.chunk_ms,
+        "tau0_ms": cfg.resolved_tau0_ms,
+        "chunk_ms_choices": list(cfg.chunk_ms_choices or []),
+        "config_hash": cfg.config_hash(),
+        "run_key": run_key(cfg),
+        "datasets": [dataset_ref(d) for d in cfg.datasets],
+        "git_commit": git_commit(),
+    }
+
+
+def run_finetune(cfg: FinetuneConfig) -> dict[str, Any]:
+    """Train, track and register one configuration; returns a summary (metrics, paths, MLflow ids)."""
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    from training.causal.loop import train_loop_per_worker
+    from training.tracking import client
+
+    cfg = cfg.resolved_paths()
+    meta = run_meta(cfg)
+    tracking_uri = cfg.tracking_uri or default_tracking_uri()
+    name = run_name(cfg)
+    tags = {"whisperline.kind": "causal-lora", "base_model": cfg.model, "base_sha256": meta["base_sha256"],
+            "git_commit": meta["git_commit"], "config_hash": meta["config_hash"], "variant": cfg.variant,
+            "dataset_versions": ",".join(d["version_id"] for d in meta["datasets"])}
+    params = {**flatten(cfg.model_dump(mode="json")), "tau0_ms_resolved": str(cfg.resolved_tau0_ms),
+              **{f"dataset.{i}.{k}": str(v) for i, d in enumerate(meta["datasets"]) for k, v in d.items()}}
+    run_id, resumed = open_run(tracking_uri, cfg.experiment, meta["run_key"], name, tags, params)
+    ensure_ray(cfg)
+    trainer = TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config={"finetune": cfg.model_dump(mode="json"), "run_id": run_id, "tracking_uri": tracking_uri,
+                           "meta": meta},
+        scaling_config=ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
+        torch_config=TorchConfig(backend="nccl" if cfg.use_gpu else "gloo", timeout_s=1800),
+        run_config=RunConfig(name=name, storage_path=str(Path(cfg.storage_path).resolve()),
+                             failure_config=FailureConfig(max_failures=cfg.max_failures),
+                             checkpoint_config=CheckpointConfig(num_to_keep=2)),
+    )
+    started = time.perf_counter()
+    mlflow = client(tracking_uri)
+    try:
+        result = trainer.fit()
+    except Exception as err:  # Ray Train V2 raises once FailureConfig's retries are used up
+        mlflow.set_terminated(run_id, status="FAILED")
+        raise FinetuneError(f"{name}: training failed after {cfg.max_failures} restarts: {err}") from err
+    wall_s = time.perf_counter() - started
+    if result.checkpoint is None:
+        mlflow.set_terminated(run_id, status="FAILED")
+        raise FinetuneError(f"{name}: training ended without a checkpoint")
+
+    adapter_dir = Path(cfg.output_dir).resolve() / name
+    with result.checkpoint.as_directory() as d:
+        if adapter_dir.exists():
+            shutil.rmtree(adapter_dir)
+        shutil.copytree(Path(d) / "adapter", adapter_dir)
+    metrics = {k: v for k, v in result.metrics.items() if isinstance(v, int | float)}
+    mlflow.log_artifacts(run_id, str(adapter_dir), artifact_path="adapter")
+    model_uri, version = log_streaming_model(tracking_uri, run_id, adapter_dir, cfg)
+    mlflow.log_metric(run_id, "train_wall_s", wall_s)
+    mlflow.set_terminated(run_id, status="FINISHED")
+    return {"run_name": name, "run_id": run_id, "resumed_mlflow_run": resumed, "adapter_dir": str(adapter_dir),
+            "model_uri": model_uri, "registered_model": cfg.registered_name if cfg.register_model else None,
+            "registered_version": version, "train_wall_s": round(wall_s, 2), "metrics": metrics,
+            "config_hash": meta["config_hash"], "chunk_ms": cfg.chunk_ms, "variant": cfg.variant}
+
+
+def log_streaming_model(tracking_uri: str, run_id: str, adapter_dir: Path, cfg: FinetuneConfig
+                        ) -> tuple[str, str | None]:
+    """Log the pyfunc ("models from code") streaming model with the adapter as its artifact; register it."""
+    import mlflow
+
+    from training.causal import pyfunc_model
+
+    mlflow.set_tracking_uri(tracking_uri)
+    mlflow.set_registry_uri(tracking_uri)
+    with mlflow.start_run(run_id=run_id):
+        info = mlflow.pyfunc.log_model(
+            name="streaming_model",
+            python_model=pyfunc_model.__file__,
+            artifacts={"adapter": str(adapter_dir)},
+            input_example=None,
+            pip_requirements=["whisperline"],
+            registered_model_name=cfg.registered_name if cfg.register_model else None,
+        )
+    version = getattr(info, "registered_model_version", None)
+    # start_run(run_id=…) + exit marked the run FINISHED; run_finetune sets the final state itself.
+    return info.model_uri, None if version is None else str(version)
