@@ -95,3 +95,18 @@ def log_metrics(tracking_uri: str, run_id: str, metrics: Mapping[str, float], st
 
     ts = int(time.time() * 1000)
     client(tracking_uri).log_batch(run_id, metrics=[Metric(k, float(v), ts, step) for k, v in metrics.items()])
+
+
+def log_pyfunc_model(tracking_uri: str, run_id: str, code_path: str, artifacts: Mapping[str, str],
+                     registered_name: str | None, name: str = "model") -> tuple[str, str | None]:
+    """Log a "models from code" pyfunc model into the run (and register it); (model URI, registered version)."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri)
+    mlflow.set_registry_uri(tracking_uri)
+    with mlflow.start_run(run_id=run_id):
+        info = mlflow.pyfunc.log_model(name=name, python_model=code_path, artifacts=dict(artifacts),
+                                       pip_requirements=["whisperline"], registered_model_name=registered_name)
+    # leaving start_run(run_id=…) marks the run FINISHED: callers set the final state afterwards
+    version = getattr(info, "registered_model_version", None)
+    return info.model_uri, None if version is None else str(version)

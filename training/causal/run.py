@@ -14,46 +14,27 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
 from configs.finetune import FinetuneConfig
 from training.causal.data import dataset_ref
-from training.tracking import default_tracking_uri, flatten, git_commit, open_run
+from training.raytrain import TrainingFailed, ensure_ray, fit
+from training.raytrain import run_key as dataset_run_key
+from training.tracking import default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
 
 log = logging.getLogger("whisperline.finetune")
 
 
-class FinetuneError(RuntimeError):
-    """The training run failed after exhausting its retries (the MLflow run is marked FAILED)."""
+FinetuneError = TrainingFailed  # the name callers of this module know
 
 
 def run_key(cfg: FinetuneConfig) -> str:
-    """What the run learns: the config hash plus the version ids of its training and validation data."""
-    import hashlib
-
-    versions = [dataset_ref(d)["version_id"] for d in (*cfg.datasets, "|", *cfg.validation_datasets) if d != "|"]
-    return hashlib.sha256(f"{cfg.config_hash()}|{len(cfg.datasets)}|{','.join(versions)}".encode()).hexdigest()
+    return dataset_run_key(cfg.config_hash(), cfg.datasets, cfg.validation_datasets)
 
 
 def run_name(cfg: FinetuneConfig) -> str:
     return f"causal-{cfg.model}-{cfg.variant}-{run_key(cfg)[:10]}"
-
-
-def ensure_ray(cfg: FinetuneConfig) -> None:
-    import os
-
-    import ray
-
-    if ray.is_initialized():
-        return
-    address = cfg.ray_address or os.environ.get("RAY_ADDRESS")
-    if address:
-        ray.init(address=address)
-    else:  # a local cluster: the Train workers plus the Train controller
-        ray.init(num_cpus=max(2, cfg.num_workers * cfg.threads_per_worker + 1), include_dashboard=False,
-                 log_to_driver=False)
 
 
 def run_meta(cfg: FinetuneConfig) -> dict[str, Any]:
@@ -74,9 +55,6 @@ def run_meta(cfg: FinetuneConfig) -> dict[str, Any]:
 
 def run_finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     """Train, track and register one configuration; returns a summary (metrics, paths, MLflow ids)."""
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
-
     from training.causal.loop import train_loop_per_worker
     from training.tracking import client
 
@@ -90,29 +68,13 @@ def run_finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     params = {**flatten(cfg.model_dump(mode="json")), "tau0_ms_resolved": str(cfg.resolved_tau0_ms),
               **{f"dataset.{i}.{k}": str(v) for i, d in enumerate(meta["datasets"]) for k, v in d.items()}}
     run_id, resumed = open_run(tracking_uri, cfg.experiment, meta["run_key"], name, tags, params)
-    ensure_ray(cfg)
-    trainer = TorchTrainer(
-        train_loop_per_worker,
-        train_loop_config={"finetune": cfg.model_dump(mode="json"), "run_id": run_id, "tracking_uri": tracking_uri,
-                           "meta": meta},
-        scaling_config=ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
-        torch_config=TorchConfig(backend="nccl" if cfg.use_gpu else "gloo", timeout_s=1800),
-        run_config=RunConfig(name=name, storage_path=str(Path(cfg.storage_path).resolve()),
-                             failure_config=FailureConfig(max_failures=cfg.max_failures),
-                             checkpoint_config=CheckpointConfig(num_to_keep=2)),
-    )
-    started = time.perf_counter()
+    ensure_ray(cfg.num_workers, cfg.threads_per_worker, cfg.ray_address)
+    loop_config = {"finetune": cfg.model_dump(mode="json"), "run_id": run_id, "tracking_uri": tracking_uri,
+                   "meta": meta}
+    result, wall_s = fit(train_loop_per_worker, loop_config, name=name, num_workers=cfg.num_workers,
+                         use_gpu=cfg.use_gpu, storage_path=cfg.storage_path, max_failures=cfg.max_failures,
+                         tracking_uri=tracking_uri, run_id=run_id)
     mlflow = client(tracking_uri)
-    try:
-        result = trainer.fit()
-    except Exception as err:  # Ray Train V2 raises once FailureConfig's retries are used up
-        mlflow.set_terminated(run_id, status="FAILED")
-        raise FinetuneError(f"{name}: training failed after {cfg.max_failures} restarts: {err}") from err
-    wall_s = time.perf_counter() - started
-    if result.checkpoint is None:
-        mlflow.set_terminated(run_id, status="FAILED")
-        raise FinetuneError(f"{name}: training ended without a checkpoint")
-
     adapter_dir = Path(cfg.output_dir).resolve() / name
     with result.checkpoint.as_directory() as d:
         if adapter_dir.exists():
@@ -132,21 +94,7 @@ def run_finetune(cfg: FinetuneConfig) -> dict[str, Any]:
 def log_streaming_model(tracking_uri: str, run_id: str, adapter_dir: Path, cfg: FinetuneConfig
                         ) -> tuple[str, str | None]:
     """Log the pyfunc ("models from code") streaming model with the adapter as its artifact; register it."""
-    import mlflow
-
     from training.causal import pyfunc_model
 
-    mlflow.set_tracking_uri(tracking_uri)
-    mlflow.set_registry_uri(tracking_uri)
-    with mlflow.start_run(run_id=run_id):
-        info = mlflow.pyfunc.log_model(
-            name="streaming_model",
-            python_model=pyfunc_model.__file__,
-            artifacts={"adapter": str(adapter_dir)},
-            input_example=None,
-            pip_requirements=["whisperline"],
-            registered_model_name=cfg.registered_name if cfg.register_model else None,
-        )
-    version = getattr(info, "registered_model_version", None)
-    # start_run(run_id=…) + exit marked the run FINISHED; run_finetune sets the final state itself.
-    return info.model_uri, None if version is None else str(version)
+    return log_pyfunc_model(tracking_uri, run_id, pyfunc_model.__file__, {"adapter": str(adapter_dir)},
+                            cfg.registered_name if cfg.register_model else None, name="streaming_model")

@@ -1,0 +1,65 @@
+"""Typed configuration of hush-word training (WhisperFlow §4.1). Hashed like the fine-tuning config."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+RUNTIME_FIELDS = frozenset({"num_workers", "use_gpu", "threads_per_worker", "storage_path", "tracking_uri",
+                            "experiment", "register_model", "max_failures", "ray_address", "output_dir", "datasets",
+                            "validation_datasets"})
+
+
+class HushWordConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = "tiny.en"
+    samples: int = Field(8000, description="hush word length in 16 kHz samples (0.5 s); a multiple of 320")
+    amplitude_bound: float = Field(0.1, gt=0, le=1.0, description="|h| ≤ bound after every step")
+    init_scale: float = Field(1e-3, ge=0, description="initialised uniformly in ±init_scale")
+    lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    epochs: int = Field(8, ge=1)
+    batch_size: int = Field(8, ge=1, description="utterances per worker per optimizer step (accumulated)")
+    average_best: int = Field(3, ge=1, description="final hush word = mean of the best epochs by validation loss")
+    seed: int = 0
+
+    datasets: tuple[str, ...] = Field(..., min_length=1)
+    splits: tuple[str, ...] = ("train",)
+    validation_datasets: tuple[str, ...] = ()
+    validation_splits: tuple[str, ...] = ("dev",)
+    validation_limit: int | None = Field(None, ge=1)
+
+    num_workers: int = Field(2, ge=0)
+    use_gpu: bool = False
+    threads_per_worker: int = Field(1, ge=1)
+    max_failures: int = Field(2, ge=0)
+    storage_path: str = "outputs/ray"
+    output_dir: str = "outputs/hush_words"
+    ray_address: str | None = None
+    tracking_uri: str | None = None
+    experiment: str = "whisperline-hushword"
+    register_model: bool = True
+
+    @field_validator("samples")
+    @classmethod
+    def _frames(cls, v: int) -> int:
+        if v <= 0 or v % 320:
+            raise ValueError(f"samples must be a positive multiple of 320 (one encoder frame), got {v}")
+        return v
+
+    @property
+    def registered_name(self) -> str:
+        return f"whisperline-hushword-{self.model}"
+
+    def config_hash(self) -> str:
+        values = self.model_dump(mode="json", exclude=set(RUNTIME_FIELDS))
+        return hashlib.sha256(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    def resolved_paths(self) -> HushWordConfig:
+        return self.model_copy(update={"datasets": tuple(str(Path(d).resolve()) for d in self.datasets),
+                                       "validation_datasets": tuple(str(Path(d).resolve())
+                                                                    for d in self.validation_datasets)})

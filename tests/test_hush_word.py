@@ -1,0 +1,126 @@
+"""Hush word: variable-length input, gradients only to the hush word, amplitude bound, save/load reproduces the
+evaluation, bad files rejected; a real 2-worker Ray Train job tracked in a real MLflow server via the Prefect flow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from whisper.tokenizer import get_tokenizer
+
+from configs.hush_word import HushWordConfig
+from training.hush_word.evaluate import evaluate_conditions, hallucinated_words
+from training.hush_word.frontend import HushWordError, hushed_mel, load_hush_word, save_hush_word
+from training.hush_word.objective import hush_loss, target_tokens
+from training.hush_word.transcribe import CONDITIONS, condition_mel
+from training.streaming.evaluate import load_realspeech
+from training.weights import load_model
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model = load_model("tiny.en").eval()
+    model.requires_grad_(False)
+    return model
+
+
+@pytest.fixture(scope="module")
+def utterances(realspeech):
+    return load_realspeech(realspeech, corpora=("cmu_arctic",), limit={"cmu_arctic": 2})
+
+
+def test_lengths_hush_word_is_25_encoder_frames(tiny):
+    for n in (16000, 16001, 16319):
+        speech = torch.zeros(n)
+        without = hushed_mel(speech, None, 80).shape[-1]
+        with_hush = hushed_mel(speech, torch.zeros(8000), 80).shape[-1]
+        assert without % 2 == 0 and with_hush - without == 50  # 0.5 s = 50 mel = 25 encoder frames
+    assert condition_mel(tiny, np.zeros(16000, np.float32), "pad30").shape[-1] == 3000
+
+
+def test_gradient_reaches_only_the_hush_word(tiny, utterances):
+    tokenizer = get_tokenizer(False)
+    hush = torch.nn.Parameter(torch.empty(8000).uniform_(-1e-3, 1e-3))
+    inputs, labels = target_tokens(tokenizer, tokenizer.encode(" " + utterances[0].reference))
+    assert labels[-1] == tokenizer.eot and len(labels) == len(inputs)
+    loss = hush_loss(tiny, hush, torch.from_numpy(utterances[0].audio), inputs, labels)
+    loss.backward()
+    assert hush.grad is not None and float(hush.grad.abs().sum()) > 0
+    assert all(p.grad is None for p in tiny.parameters())
+
+
+def test_save_load_reproduces_evaluation_and_rejects_bad_files(tiny, utterances, tmp_path):
+    rng = np.random.default_rng(0)
+    hush = rng.uniform(-0.05, 0.05, 8000).astype(np.float32)
+    save_hush_word(hush, tmp_path / "h", {"base_model": "tiny.en", "amplitude_bound": 0.1})
+    loaded = load_hush_word(tmp_path / "h")
+    assert np.array_equal(loaded, hush)
+    assert np.array_equal(load_hush_word(tmp_path / "h" / "hush_word.wav"), hush)  # float wav is lossless
+    a = evaluate_conditions(tiny, utterances, hush, ["hush", "nopad"])
+    b = evaluate_conditions(tiny, utterances, loaded, ["hush", "nopad"])
+    assert a["hush"]["hypotheses"] == b["hush"]["hypotheses"] and a["hush"]["wer"] == b["hush"]["wer"]
+    assert a["hush"]["encoder_gmacs_mean"] > a["nopad"]["encoder_gmacs_mean"]
+    np.save(tmp_path / "short.npy", hush[:7999])
+    with pytest.raises(HushWordError, match="7999 samples"):
+        load_hush_word(tmp_path / "short.npy", samples=8000)
+    bad = hush.copy()
+    bad[10] = np.nan
+    np.save(tmp_path / "nan.npy", bad)
+    with pytest.raises(HushWordError, match="NaN"):
+        load_hush_word(tmp_path / "nan.npy")
+    with pytest.raises(HushWordError, match="amplitude bound"):
+        load_hush_word(tmp_path / "h" / "hush_word.npy", bound=0.01)
+    (tmp_path / "junk.wav").write_bytes(b"not audio")
+    with pytest.raises(HushWordError, match="unreadable"):
+        load_hush_word(tmp_path / "junk.wav")
+
+
+def test_conditions_cost_and_hallucination_count(tiny, utterances):
+    scores = evaluate_conditions(tiny, utterances[:1], None, ["pad30", "nopad", "zeros_1s"])
+    assert scores["pad30"]["encoder_frames_mean"] == 1500
+    assert scores["nopad"]["encoder_gmacs_mean"] < scores["zeros_1s"]["encoder_gmacs_mean"] < \
+        scores["pad30"]["encoder_gmacs_mean"]
+    assert set(CONDITIONS) >= set(scores)
+    assert hallucinated_words("the cat sat", "the cat sat on the mat") == 3
+    assert hallucinated_words("the cat sat", "a cat sat") == 0
+
+
+@pytest.mark.slow
+def test_ray_train_job_bounds_registers_and_serves(prefect_server, real_shards, ray_cluster, mlflow_server,
+                                                   realspeech, tmp_path):
+    import mlflow
+
+    from flows.hush_word import run_hush_word_flow
+    from training.tracking import client
+
+    cfg = HushWordConfig(datasets=(str(real_shards),), validation_splits=("train",), validation_limit=2, epochs=2,
+                         batch_size=1, average_best=2, amplitude_bound=0.002, lr=1e-2, num_workers=2,
+                         storage_path=str(tmp_path / "ray"), output_dir=str(tmp_path / "hush"),
+                         tracking_uri=mlflow_server, experiment="test-hush")
+    result = run_hush_word_flow(cfg, str(realspeech), eval_skip=33, eval_limit=1)
+    summary = result["training"]
+    hush = load_hush_word(summary["hush_word_dir"])
+    assert hush.shape == (8000,) and float(np.abs(hush).max()) <= 0.002 + 1e-7  # the bound held (lr is large)
+    assert float(np.abs(hush).max()) > 1e-3  # and it trained
+    c = client(mlflow_server)
+    run = c.get_run(summary["run_id"])
+    assert run.info.status == "FINISHED" and len(c.get_metric_history(run.info.run_id, "val_loss")) == 2
+    artifacts = {Path(a.path).name for a in c.list_artifacts(run.info.run_id, "hush_word")}
+    assert {"hush_word.wav", "hush_word.npy", "hush_word.json"} <= artifacts
+    assert set(result["evaluation"]) == set(CONDITIONS)
+    mlflow.set_tracking_uri(mlflow_server)
+    model = mlflow.pyfunc.load_model(f"models:/{cfg.registered_name}/{summary['registered_version']}")
+    wav = sorted((realspeech / "cmu_arctic" / "wav").glob("*.wav"))[0]
+    out = model.predict(pd.DataFrame({"audio_path": [str(wav)]}))
+    assert isinstance(out["text"][0], str) and out["text"][0]

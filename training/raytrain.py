@@ -1,0 +1,83 @@
+"""What every whisperline Ray Train job shares: a cluster to run on, durable storage, a run name that a retry
+finds again, and a fit that marks the MLflow run FAILED when Ray gives up."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+
+class TrainingFailed(RuntimeError):
+    """A Ray Train job failed after exhausting its restarts (its MLflow run is marked FAILED)."""
+
+
+def ensure_ray(num_workers: int, threads_per_worker: int, address: str | None = None) -> None:
+    """Connect to ``address``/``RAY_ADDRESS`` (a cluster) or start a local instance sized for the workers."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address)
+    else:  # the Train workers plus the Train controller
+        ray.init(num_cpus=max(2, num_workers * threads_per_worker + 1), include_dashboard=False, log_to_driver=False)
+
+
+def storage_uri(path: str) -> str:
+    """Ray Train storage: a URI (s3://, gs://, …: shared by every node of a cluster) as is, a local path absolute."""
+    return path if "://" in path else str(Path(path).resolve())
+
+
+def run_key(config_hash: str, datasets: Sequence[str], validation_datasets: Sequence[str] = ()) -> str:
+    """What a run learns: its config hash plus the version ids of its training and validation data."""
+    from training.causal.data import dataset_ref
+
+    train = [dataset_ref(d)["version_id"] for d in datasets]
+    val = [dataset_ref(d)["version_id"] for d in validation_datasets]
+    return hashlib.sha256(f"{config_hash}|{','.join(train)}|{','.join(val)}".encode()).hexdigest()
+
+
+def fit(train_loop: Callable[[dict], None], loop_config: dict[str, Any], *, name: str, num_workers: int,
+        use_gpu: bool, storage_path: str, max_failures: int, tracking_uri: str, run_id: str,
+        torch_backend: str | None = None):
+    """``TorchTrainer(...).fit()`` under ``<storage_path>/<name>`` (same name → resume); (result, wall seconds)."""
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    from training.tracking import client
+
+    trainer = TorchTrainer(
+        train_loop,
+        train_loop_config=loop_config,
+        scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=use_gpu),
+        torch_config=TorchConfig(backend=torch_backend or ("nccl" if use_gpu else "gloo"), timeout_s=1800),
+        run_config=RunConfig(name=name, storage_path=storage_uri(storage_path),
+                             failure_config=FailureConfig(max_failures=max_failures),
+                             checkpoint_config=CheckpointConfig(num_to_keep=2)),
+    )
+    started = time.perf_counter()
+    try:
+        result = trainer.fit()
+    except Exception as err:  # Ray Train V2 raises once FailureConfig's restarts are used up
+        client(tracking_uri).set_terminated(run_id, status="FAILED")
+        raise TrainingFailed(f"{name}: training failed after {max_failures} restarts: {err}") from err
+    if result.checkpoint is None:
+        client(tracking_uri).set_terminated(run_id, status="FAILED")
+        raise TrainingFailed(f"{name}: training ended without a checkpoint")
+    return result, time.perf_counter() - started
+
+
+def all_reduce_mean(value: float) -> float:
+    """Mean of a scalar over the ranks of the process group (the value itself outside one)."""
+    import torch
+
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        t = torch.tensor([value], dtype=torch.float64)
+        torch.distributed.all_reduce(t)
+        return float(t) / torch.distributed.get_world_size()
+    return value
