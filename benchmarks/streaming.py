@@ -28,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import markdown_table, realspeech_path, write_results  # noqa: E402
 
 
-def make_system(name: str, model, chunk_ms: int):
+def make_system(name: str, model, chunk_ms: int, hush_word=None):
     from training.streaming.baselines import AlignAtt, LocalAgreement2, OfflineWhisper
+    from training.streaming.baselines.offline import hush_word_mel
     from training.streaming.engine import CausalStreamingEngine
 
     tau0 = max(600, chunk_ms)
@@ -45,6 +46,10 @@ def make_system(name: str, model, chunk_ms: int):
         return AlignAtt(model, frame_threshold=25)
     if name == "offline":
         return OfflineWhisper(model)
+    if name == "alignatt_hush":  # the hush word instead of 30 s padding (--hush-word)
+        return AlignAtt(model, frame_threshold=25, hush_word=hush_word, audio_max_s=29.0)
+    if name == "offline_hush":
+        return OfflineWhisper(model, padding=hush_word_mel(model, hush_word))
     raise ValueError(name)
 
 
@@ -108,6 +113,8 @@ def main() -> None:
     parser.add_argument("--baseline-chunks", default="300,1000", help="chunk sizes for the re-encoding baselines")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--model", default="tiny.en")
+    parser.add_argument("--hush-word", default=None,
+                        help="a trained hush word: adds alignatt_hush and offline_hush (no 30 s padding)")
     args = parser.parse_args()
 
     import torch
@@ -117,6 +124,12 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     model = load_model(args.model)
+    hush_word = None
+    if args.hush_word:
+        from training.hush_word.frontend import load_hush_word
+
+        hush_word = load_hush_word(args.hush_word)
+        args.systems += ",alignatt_hush,offline_hush"
     root = realspeech_path(args.realspeech)
     subset = load_realspeech(root, ("cmu_arctic", "ljspeech"), limit={"ljspeech": 4})
     everything = load_realspeech(root)
@@ -126,10 +139,10 @@ def main() -> None:
     results: dict[str, dict[str, dict]] = {}
     started = time.time()
     for system in args.systems.split(","):
-        sizes = ([1000] if system == "offline" else [300] if system == "causal_pad_exact"
+        sizes = ([1000] if system.startswith("offline") else [300] if system == "causal_pad_exact"
                  else chunks if system.startswith("causal") else baseline_chunks)
         for chunk in sizes:
-            recognizer = make_system(system, model, chunk)
+            recognizer = make_system(system, model, chunk, hush_word)
             records = stream_all(recognizer, subset, chunk)
             row = evaluate_records(records, subset)
             if system == "causal" and chunk in (300, 1000):

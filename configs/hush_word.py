@@ -26,6 +26,11 @@ class HushWordConfig(BaseModel):
     batch_size: int = Field(8, ge=1, description="utterances per worker per optimizer step (accumulated)")
     average_best: int = Field(3, ge=1, description="final hush word = mean of the best epochs by validation loss")
     seed: int = 0
+    # Phrase crops: with this probability an utterance is cut after a random word (between its end and the next
+    # word's start) and its target is the tokens said by then: the hush word must stop after any phrase, not only
+    # after whole sentences (and streaming buffers end mid-sentence).
+    crop_prob: float = Field(0.0, ge=0, le=1)
+    eot_weight: float = Field(5.0, gt=0, description="weight of the final EOT in the loss (1 = plain mean)")
 
     datasets: tuple[str, ...] = Field(..., min_length=1)
     splits: tuple[str, ...] = ("train",)

@@ -91,6 +91,29 @@ def finetune(
     typer.echo(json.dumps(rows, indent=2))
 
 
+@app.command("hush-word")
+def hush_word(
+    datasets: Annotated[list[str], typer.Argument(help="dataset version directories to train on")],
+    validation: Annotated[Optional[list[str]], typer.Option(help="dataset versions for the validation loss")] = None,
+    realspeech: Annotated[Optional[str], typer.Option(help="compare every padding on this real speech")] = None,
+    eval_skip: Annotated[int, typer.Option(help="skip the first N real utterances (used in training)")] = 0,
+    epochs: Annotated[int, typer.Option()] = 8,
+    amplitude_bound: Annotated[float, typer.Option()] = 0.1,
+    num_workers: Annotated[int, typer.Option(help="Ray Train workers")] = 2,
+    tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
+) -> None:
+    """Train a hush word (Prefect flow train-hush-word → Ray Train → MLflow registry) and compare it with paddings."""
+    from configs.hush_word import HushWordConfig
+    from flows.hush_word import run_hush_word_flow
+
+    cfg = HushWordConfig(datasets=tuple(datasets), validation_datasets=tuple(validation or ()), epochs=epochs,
+                         amplitude_bound=amplitude_bound, num_workers=num_workers, tracking_uri=tracking_uri)
+    result = run_hush_word_flow(cfg, realspeech, eval_skip=eval_skip)
+    for scores in result.get("evaluation", {}).values():
+        scores.pop("hypotheses", None)
+    typer.echo(json.dumps(result, indent=2, default=str))
+
+
 @app.command("run")
 def run_main(
     realspeech: Annotated[Optional[str], typer.Option(help="also build a dataset from this real-speech folder")] = None,

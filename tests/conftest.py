@@ -23,6 +23,17 @@ def realspeech() -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch on one thread for a test module (restored afterwards): robust timings on a shared 2-core machine."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 @pytest.fixture(scope="session")
 def prefect_server(tmp_path_factory):
     """One real Prefect API server (temporary SQLite) for the whole session."""

@@ -25,13 +25,8 @@ CONFIGS = [(40, 600), (100, 600), (300, 600), (1000, 1000)]
 SR = 16_000
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Timing-robust on a shared 2-core machine (exactness at 2 threads: test_streaming_exact_with_two_threads)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+# one thread: timing-robust on a shared 2-core machine (exactness at 2 threads: test_streaming_exact_with_two_threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -20,12 +20,7 @@ from training.streaming.evaluate import load_realspeech
 from training.weights import load_model
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +119,42 @@ def test_ray_train_job_bounds_registers_and_serves(prefect_server, real_shards, 
     wav = sorted((realspeech / "cmu_arctic" / "wav").glob("*.wav"))[0]
     out = model.predict(pd.DataFrame({"audio_path": [str(wav)]}))
     assert isinstance(out["text"][0], str) and out["text"][0]
+
+
+def test_streaming_baselines_take_a_hush_word(tiny, utterances):
+    from training.streaming.baselines.alignatt import AlignAtt
+    from training.streaming.baselines.offline import OfflineWhisper, hush_word_mel
+    from training.streaming.events import run_stream
+
+    hush = np.zeros(8000, np.float32)
+    offline = OfflineWhisper(tiny, padding=hush_word_mel(tiny, hush))
+    assert offline.mel(utterances[0].audio).shape[-1] < 3000
+    text = offline.transcribe(utterances[0].audio)
+    assert text and text == evaluate_conditions(tiny, utterances[:1], hush, ["hush"])["hush"]["hypotheses"][0]
+    record = run_stream(AlignAtt(tiny, hush_word=hush, audio_max_s=29.0), utterances[0].audio, 1000)
+    assert record.text.strip()
+    with pytest.raises(ValueError, match="hush word must fit"):
+        AlignAtt(tiny, hush_word=hush, audio_max_s=30.0)
+
+
+def test_phrase_crop_cuts_between_words_with_matching_tokens():
+    from training.causal.data import TrainUtterance
+    from training.hush_word.loop import phrase_crop
+
+    tokenizer = get_tokenizer(False)
+    words = (("the", 100, 300), ("cat", 400, 700), ("sat.", 900, 1200))
+    tokens = [t for w, *_ in words for t in tokenizer.encode(" " + w)]
+    ends = [300, 700] + [1200] * (len(tokens) - 2)
+    utt = TrainUtterance("k", "v", np.ones(24000, np.float32), "the cat sat.", tuple(tokens), tuple(ends), words)
+    seen = set()
+    for seed in range(40):
+        audio, toks = phrase_crop(utt, np.random.default_rng(seed))
+        seen.add(len(toks))
+        if len(toks) == 1:
+            assert len(audio) == (300 + 400) // 2 * 16  # halfway into the pause after "the"
+        if len(toks) == 2:
+            assert len(audio) == (700 + 900) // 2 * 16
+        if len(toks) == len(tokens):
+            assert len(audio) == 1200 * 16
+        assert tokenizer.decode(toks).strip() in ("the", "the cat", "the cat sat.")
+    assert seen == {1, 2, len(tokens)}

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from configs.hush_word import HushWordConfig
@@ -31,6 +32,16 @@ def average_best(history: list[tuple[int, float]], snapshots: dict[int, torch.Te
     """Mean of the hush words of the k epochs with the lowest validation loss, and those epochs."""
     best = [e for e, _ in sorted(history, key=lambda item: (item[1], item[0]))[:k]]
     return torch.stack([snapshots[e] for e in best]).mean(0), best
+
+
+def phrase_crop(utt, rng) -> tuple[np.ndarray, list[int]]:
+    """Audio cut after a random word (halfway into the pause before the next one) and the tokens ended by then."""
+    words = utt.words
+    k = int(rng.integers(1, len(words) + 1))
+    end_ms = words[k - 1][2]
+    cut_ms = end_ms if k == len(words) else (end_ms + max(end_ms, words[k][1])) // 2
+    n_tokens = sum(1 for t in utt.token_end_ms if t <= end_ms)
+    return utt.audio[: cut_ms * 16], list(utt.token_ids[:n_tokens])
 
 
 def _all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
@@ -72,19 +83,29 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         optimizer.load_state_dict(state["optimizer"])
         start_epoch, history, snapshots = state["epoch"], [tuple(h) for h in state["history"]], state["snapshots"]
 
-    train = [(torch.from_numpy(u.audio), *target_tokens(tokenizer, u.token_ids)) for u in read_all(cfg.datasets, cfg.splits)]
+    train_utts = read_all(cfg.datasets, cfg.splits)
+
+    def example(i: int, rng: np.random.Generator) -> tuple:
+        utt = train_utts[i]
+        if cfg.crop_prob and utt.words and rng.random() < cfg.crop_prob:
+            audio, tokens = phrase_crop(utt, rng)
+        else:
+            audio, tokens = utt.audio, list(utt.token_ids)
+        return (torch.from_numpy(np.ascontiguousarray(audio)), *target_tokens(tokenizer, tokens))
+
     val_all = read_all(cfg.validation_datasets or cfg.datasets, cfg.validation_splits, cfg.validation_limit)
     val = [(torch.from_numpy(u.audio), *target_tokens(tokenizer, u.token_ids)) for u in val_all[rank::world]]
-    steps_per_epoch = len(rank_batches(len(train), world, rank, cfg.batch_size, cfg.seed, 0))
+    steps_per_epoch = len(rank_batches(len(train_utts), world, rank, cfg.batch_size, cfg.seed, 0))
 
     for epoch in range(start_epoch, cfg.epochs):
         t0 = time.perf_counter()
-        for index, batch in enumerate(rank_batches(len(train), world, rank, cfg.batch_size, cfg.seed, epoch)):
+        for index, batch in enumerate(rank_batches(len(train_utts), world, rank, cfg.batch_size, cfg.seed, epoch)):
+            rng = np.random.default_rng([cfg.seed, epoch, index, rank])
             optimizer.zero_grad(set_to_none=False)
             hush.grad = torch.zeros_like(hush)
             total = 0.0
             for i in batch:
-                loss = hush_loss(model, hush, *train[i]) / len(batch)
+                loss = hush_loss(model, hush, *example(i, rng), eot_weight=cfg.eot_weight) / len(batch)
                 loss.backward()
                 total += float(loss)
             _all_reduce_sum(hush.grad).div_(world)
@@ -97,7 +118,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                 log_metrics(tracking_uri, run_id, {"loss": loss_mean, "epoch": epoch,
                                                    "hush_peak": float(hush.detach().abs().max())}, step)
         with torch.no_grad():
-            sums = torch.tensor([sum(float(hush_loss(model, hush, *v)) for v in val), float(len(val))],
+            sums = torch.tensor([sum(float(hush_loss(model, hush, *v, eot_weight=cfg.eot_weight)) for v in val), float(len(val))],
                                 dtype=torch.float64)
         _all_reduce_sum(sums)
         val_loss = float(sums[0] / sums[1]) if sums[1] else float("nan")
@@ -110,7 +131,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         if last:
             final, best = average_best(history, snapshots, cfg.average_best)
             with torch.no_grad():
-                final_loss = torch.tensor([sum(float(hush_loss(model, final, *v)) for v in val)], dtype=torch.float64)
+                final_loss = torch.tensor([sum(float(hush_loss(model, final, *v, eot_weight=cfg.eot_weight)) for v in val)], dtype=torch.float64)
             _all_reduce_sum(final_loss)
             metrics.update({"final_val_loss": float(final_loss[0] / max(float(sums[1]), 1.0)),
                             "averaged_epochs": len(best)})

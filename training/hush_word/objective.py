@@ -24,10 +24,19 @@ def target_tokens(tokenizer, text_tokens: Sequence[int]) -> tuple[list[int], lis
     return inputs, labels
 
 
-def hush_loss(model, hush: Tensor, speech: Tensor, inputs: Sequence[int], labels: Sequence[int]) -> Tensor:
-    """Mean CE over the supervised positions of one utterance (the model's weights get no gradient)."""
+def hush_loss(model, hush: Tensor, speech: Tensor, inputs: Sequence[int], labels: Sequence[int],
+              eot_weight: float = 1.0) -> Tensor:
+    """Weighted mean CE over the supervised positions of one utterance (the model's weights get no gradient).
+
+    ``eot_weight``: weight of the final EOT against 1 for each transcript token. Stopping is the hush word's job,
+    and one EOT among ~30 tokens is a small part of a plain mean; unpadded Whisper's failure is a loop after the
+    last word, i.e. a missed EOT."""
     mel = hushed_mel(speech, hush, model.dims.n_mels)[None]
     audio = encode(model, mel)
     tokens = torch.tensor([list(inputs)], device=audio.device)
     logits = model.decoder(tokens, audio)[0]
-    return F.cross_entropy(logits.float(), torch.tensor(list(labels), device=logits.device), ignore_index=-100)
+    target = torch.tensor(list(labels), device=logits.device)
+    ce = F.cross_entropy(logits.float(), target, ignore_index=-100, reduction="none")
+    weights = (target != -100).float()
+    weights[-1] = weights[-1] * eot_weight  # the last label is the EOT (target_tokens)
+    return (ce * weights).sum() / weights.sum()

@@ -78,7 +78,8 @@ class AlignAtt:
 
     ``model``: a loaded openai-whisper model (shared; its weights are never modified; hooks are removed
     after every update). ``frame_threshold``: encoder frames (20 ms each) from the end of the real audio
-    within which a token's most attended frame stops the update. See the module doc for the rest.
+    within which a token's most attended frame stops the update. ``hush_word``: a learned segment appended to the
+    buffer instead of padding it to 30 s (the encoder then runs on the real length). See the module doc for the rest.
     """
 
     def __init__(
@@ -93,6 +94,7 @@ class AlignAtt:
         final_frame_threshold: int | None = None,
         max_context_tokens: int | None = None,
         medfilt_width: int = 7,
+        hush_word: np.ndarray | None = None,
     ) -> None:
         import whisper
         from whisper.tokenizer import get_tokenizer
@@ -101,6 +103,10 @@ class AlignAtt:
             raise NotImplementedError("AlignAtt here decodes greedily only (beam_size None or 1)")
         if not 0 < audio_max_s <= whisper.audio.CHUNK_LENGTH:
             raise ValueError(f"audio_max_s must be in (0, {whisper.audio.CHUNK_LENGTH}], got {audio_max_s}")
+        self.hush_word = None if hush_word is None else np.asarray(hush_word, dtype=np.float32)
+        if self.hush_word is not None and audio_max_s + len(self.hush_word) / SAMPLE_RATE > whisper.audio.CHUNK_LENGTH:
+            raise ValueError(f"audio_max_s + the hush word must fit in {whisper.audio.CHUNK_LENGTH} s; "
+                             f"lower audio_max_s to {whisper.audio.CHUNK_LENGTH - len(self.hush_word) / SAMPLE_RATE}")
         self.model = model
         self.frame_threshold = int(frame_threshold)
         self.final_frame_threshold = final_frame_threshold
@@ -224,9 +230,14 @@ class AlignAtt:
         self.updates += 1
         model = self.model
         samples = torch.from_numpy(np.ascontiguousarray(audio))
-        mel = whisper.log_mel_spectrogram(samples, model.dims.n_mels, padding=whisper.audio.N_SAMPLES)
         content = min(len(audio) // SAMPLES_PER_ENCODER_FRAME, model.dims.n_audio_ctx)
-        mel = whisper.pad_or_trim(mel, whisper.audio.N_FRAMES).to(model.device)
+        if self.hush_word is None:
+            mel = whisper.log_mel_spectrogram(samples, model.dims.n_mels, padding=whisper.audio.N_SAMPLES)
+            mel = whisper.pad_or_trim(mel, whisper.audio.N_FRAMES).to(model.device)
+        else:  # buffer ⊕ hush word at its real length instead of 30 s of padding
+            from training.hush_word.frontend import hushed_mel
+
+            mel = hushed_mel(samples, torch.from_numpy(self.hush_word), model.dims.n_mels).to(model.device)
 
         prefix = self._prefix()
         rows: list[torch.Tensor] = []  # per forward: (n_align_heads, positions, 1500) attention weights
@@ -247,7 +258,12 @@ class AlignAtt:
         self.last_stop = "length"
         try:
             with torch.no_grad(), disable_sdpa():
-                audio_features = model.encoder(mel.unsqueeze(0))
+                if self.hush_word is None:
+                    audio_features = model.encoder(mel.unsqueeze(0))
+                else:
+                    from training.hush_word.frontend import encode
+
+                    audio_features = encode(model, mel.unsqueeze(0))
                 x = torch.tensor([prefix], dtype=torch.long, device=model.device)
                 n_tokens = len(prefix)
                 suppress_first = (self._suppress_first if not is_last or not self._emitted

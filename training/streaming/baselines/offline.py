@@ -28,7 +28,7 @@ from training.streaming.events import SAMPLE_RATE, Hypothesis
 if TYPE_CHECKING:
     from whisper.model import Whisper
 
-__all__ = ["PADDINGS", "MelFunction", "OfflineWhisper", "decoding_language", "pad30_mel"]
+__all__ = ["PADDINGS", "MelFunction", "OfflineWhisper", "decoding_language", "hush_word_mel", "pad30_mel"]
 
 MelFunction = Callable[[np.ndarray], torch.Tensor]  # audio (float32, 16 kHz, mono) -> mel (n_mels, frames)
 
@@ -45,7 +45,15 @@ def pad30_mel(model: Whisper) -> MelFunction:
     return mel
 
 
-# name -> factory(model) -> MelFunction. The hush-word front end plugs in here.
+def hush_word_mel(model: Whisper, hush: np.ndarray) -> MelFunction:
+    """The hush-word front end (``padding=hush_word_mel(model, hush)``): speech ⊕ the learned segment at its real
+    length, no 30 s padding."""
+    from training.hush_word.transcribe import condition_mel
+
+    return lambda audio: condition_mel(model, audio, "hush", hush).to(model.device)
+
+
+# name -> factory(model) -> MelFunction
 PADDINGS: dict[str, Callable[[Whisper], MelFunction]] = {"pad30": pad30_mel}
 
 
@@ -108,8 +116,14 @@ class OfflineWhisper:
 
         if len(audio) == 0:
             return ""
+        mel = self.mel(audio)
+        model = self.model
+        if mel.shape[-1] != whisper.audio.N_FRAMES:  # a real-length front end (hush word): variable-length encoder
+            from training.hush_word.frontend import variable_length_view
+
+            model = self._view = getattr(self, "_view", None) or variable_length_view(self.model)
         with torch.no_grad():
-            result = whisper.decode(self.model, self.mel(audio), self.options)
+            result = whisper.decode(model, mel, self.options)
         return result.text.strip()
 
     @property
