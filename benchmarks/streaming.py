@@ -48,6 +48,8 @@ def make_system(name: str, model, chunk_ms: int, hush_word=None):
         return OfflineWhisper(model)
     if name == "alignatt_hush":  # the hush word instead of 30 s padding (--hush-word)
         return AlignAtt(model, frame_threshold=25, hush_word=hush_word, audio_max_s=29.0)
+    if name == "local_agreement2_hush":
+        return LocalAgreement2(model, beam_size=5, hush_word=hush_word)
     if name == "offline_hush":
         return OfflineWhisper(model, padding=hush_word_mel(model, hush_word))
     raise ValueError(name)
@@ -114,7 +116,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--hush-word", default=None,
-                        help="a trained hush word: adds alignatt_hush and offline_hush (no 30 s padding)")
+                        help="a trained hush word: adds alignatt_hush, local_agreement2_hush, offline_hush (no 30 s padding)")
     args = parser.parse_args()
 
     import torch
@@ -129,7 +131,7 @@ def main() -> None:
         from training.hush_word.frontend import load_hush_word
 
         hush_word = load_hush_word(args.hush_word)
-        args.systems += ",alignatt_hush,offline_hush"
+        args.systems += ",alignatt_hush,local_agreement2_hush,offline_hush"
     root = realspeech_path(args.realspeech)
     subset = load_realspeech(root, ("cmu_arctic", "ljspeech"), limit={"ljspeech": 4})
     everything = load_realspeech(root)

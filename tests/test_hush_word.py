@@ -135,6 +135,11 @@ def test_streaming_baselines_take_a_hush_word(tiny, utterances):
     assert record.text.strip()
     with pytest.raises(ValueError, match="hush word must fit"):
         AlignAtt(tiny, hush_word=hush, audio_max_s=30.0)
+    from training.streaming.baselines.local_agreement import LocalAgreement2
+
+    la = LocalAgreement2(tiny, beam_size=None, hush_word=hush)
+    record = run_stream(la, utterances[0].audio, 1000)
+    assert record.text.strip() and la._view.hush_encodes == la.updates >= 1
 
 
 def test_phrase_crop_cuts_between_words_with_matching_tokens():

@@ -139,11 +139,16 @@ class EncodeOnceView:
     (whose modules, weights and hooks are used as they are; nothing is modified).
     """
 
-    def __init__(self, model: Whisper) -> None:
+    def __init__(self, model: Whisper, hush_word: Any = None) -> None:
         self._model = model
         self._mel: Any = None
         self._features: Any = None
         self.encoder_calls = 0
+        # Hush word: the first window of a transcription (seek 0, the whole buffer when it is shorter than 30 s)
+        # is encoded as buffer ⊕ hush word at its real length instead of the 30 s-padded mel whisper passes.
+        self.hush_word = hush_word
+        self.buffer: Any = None
+        self.hush_encodes = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
@@ -154,7 +159,15 @@ class EncodeOnceView:
         if self._mel is not None and self._mel.shape == mel.shape and torch.equal(self._mel, mel):
             return self._features
         self.encoder_calls += 1
-        self._features = self._model.encoder(mel)
+        if self.hush_word is not None and self.buffer is not None and self._mel is None:
+            from training.hush_word.frontend import encode, hushed_mel
+
+            x = torch.from_numpy(self.buffer)
+            self.hush_encodes += 1
+            self._features = encode(self._model, hushed_mel(x, torch.from_numpy(self.hush_word),
+                                                            self._model.dims.n_mels)[None].to(mel.device))
+        else:
+            self._features = self._model.encoder(mel)
         self._mel = mel.detach().clone()
         return self._features
 
@@ -177,7 +190,7 @@ class EncodeOnceView:
         return detect_language(self, mel, tokenizer)
 
     def forget(self) -> None:
-        self._mel = self._features = None
+        self._mel = self._features = self.buffer = None
 
 
 class LocalAgreement2:
@@ -186,7 +199,8 @@ class LocalAgreement2:
     ``model``: a loaded openai-whisper model (shared; never modified). ``min_chunk_ms``: minimum unprocessed
     audio before an update (0: every feed). ``buffer_trimming_s`` / ``buffer_trimming``: see the module doc.
     ``beam_size``: beam of every transcription (None or 1 = greedy). ``prompt_chars``: prompt length.
-    ``no_speech_skip``: segments with a higher no-speech probability contribute no words.
+    ``no_speech_skip``: segments with a higher no-speech probability contribute no words. ``hush_word``: encode the
+    buffer ⊕ this learned segment at its real length instead of Whisper's 30 s padding.
     """
 
     def __init__(
@@ -199,6 +213,7 @@ class LocalAgreement2:
         *,
         buffer_trimming: Literal["segment", "sentence"] = "segment",
         no_speech_skip: float = 0.9,
+        hush_word: np.ndarray | None = None,
     ) -> None:
         if buffer_trimming not in ("segment", "sentence"):
             raise ValueError(f"buffer_trimming must be 'segment' or 'sentence', got {buffer_trimming!r}")
@@ -210,7 +225,10 @@ class LocalAgreement2:
         self.prompt_chars = int(prompt_chars)
         self.no_speech_skip = float(no_speech_skip)
         self.language = decoding_language(model)
-        self._view = EncodeOnceView(model)
+        hush = None if hush_word is None else np.asarray(hush_word, dtype=np.float32)
+        if hush is not None and buffer_trimming_s + 2 + len(hush) / SAMPLE_RATE > 30:
+            raise ValueError("with a hush word the buffer (buffer_trimming_s + a 2 s margin) must leave room for it")
+        self._view = EncodeOnceView(model, hush)
         self.reset()
 
     # ------------------------------------------------------------------ StreamingRecognizer
@@ -266,6 +284,9 @@ class LocalAgreement2:
         """One Whisper transcription of the buffer (openai-whisper's ``transcribe``), word timestamps on."""
         from whisper.transcribe import transcribe
 
+        # the hush word applies to a buffer that fits Whisper's window together with it
+        fits = len(audio) + (0 if self._view.hush_word is None else len(self._view.hush_word)) <= 30 * SAMPLE_RATE
+        self._view.buffer = np.ascontiguousarray(audio, dtype=np.float32) if fits else None
         try:
             return transcribe(
                 self._view,
