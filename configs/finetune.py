@@ -7,22 +7,15 @@ Prefect cache and of the MLflow run, so a retried or resumed run finds its own c
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from configs.jobs import JobConfig
+
 # Paper / public scripts: f̂ per chunk size (base/small); τ0 = 600 ms for every released chunk size.
 PAPER_SAMPLE_FRACTION = {40: 0.02, 100: 0.05, 200: 0.1, 300: 0.25}
 PAPER_TAU0_MS = 600
-
-# Fields that say where or how fast a run happens, not what it learns: left out of the config hash.
-RUNTIME_FIELDS = frozenset({"num_workers", "use_gpu", "threads_per_worker", "storage_path", "tracking_uri",
-                            "experiment", "register_model", "max_failures", "chaos", "ray_address", "output_dir",
-                            # where the datasets are; what they are (version ids) goes into the run key
-                            "datasets", "validation_datasets"})
-
 
 def default_tau0_ms(chunk_ms: int) -> int:
     """The first block: 600 ms as in the paper, or one chunk when chunks are longer (τ0 ≥ τ)."""
@@ -54,10 +47,7 @@ class ChaosConfig(BaseModel):
     marker: str
 
 
-class FinetuneConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model: str = "tiny.en"
+class FinetuneConfig(JobConfig):
     chunk_ms: int = Field(300, description="chunk size τ (ms, multiple of 20); also the validation chunk size")
     tau0_ms: int | None = Field(None, description="first block τ0 (ms); default max(600, chunk_ms)")
     # random chunk size variant: a chunk size per step, drawn from this set (one adapter for all sizes)
@@ -66,11 +56,7 @@ class FinetuneConfig(BaseModel):
     margin_ms: int = Field(1000, ge=0, description="sample points up to the speech end plus this (silence)")
     lora: LoraSettings = LoraSettings()
 
-    datasets: tuple[str, ...] = Field(..., min_length=1, description="dataset version directories to train on")
-    splits: tuple[str, ...] = ("train",)
-    validation_datasets: tuple[str, ...] = ()
     validation_splits: tuple[str, ...] = ("train", "dev", "test")
-    validation_limit: int | None = Field(None, ge=1, description="first N validation utterances (by key)")
     val_every: int = Field(0, ge=0, description="streaming validation every N steps (0: at the end only)")
 
     max_steps: int = Field(200, ge=1)
@@ -84,16 +70,8 @@ class FinetuneConfig(BaseModel):
     checkpoint_every: int = Field(25, ge=1)
     log_every: int = Field(1, ge=1)
 
-    num_workers: int = Field(2, ge=0, description="Ray Train workers (0: local mode in the driver)")
-    use_gpu: bool = False
-    threads_per_worker: int = Field(1, ge=1)
-    max_failures: int = Field(2, ge=0)
-    storage_path: str = "outputs/ray"
     output_dir: str = "outputs/adapters"
-    ray_address: str | None = None
-    tracking_uri: str | None = Field(None, description="MLflow; default sqlite:///<repo>/mlruns/mlflow.db")
     experiment: str = "whisperline-causal"
-    register_model: bool = True
     chaos: ChaosConfig | None = None
 
     @field_validator("chunk_ms")
@@ -132,21 +110,8 @@ class FinetuneConfig(BaseModel):
     def registered_name(self) -> str:
         return f"whisperline-causal-{self.model}-{self.variant}"
 
-    def learned_json(self) -> str:
-        values = self.model_dump(mode="json", exclude=set(RUNTIME_FIELDS))
-        values["tau0_ms"] = self.resolved_tau0_ms
-        return json.dumps(values, sort_keys=True, separators=(",", ":"))
-
-    def config_hash(self) -> str:
-        return hashlib.sha256(self.learned_json().encode()).hexdigest()
-
-    def resolved_paths(self) -> FinetuneConfig:
-        """Dataset paths made absolute (Ray workers run in their own working directories)."""
-        from pathlib import Path
-
-        return self.model_copy(update={"datasets": tuple(str(Path(d).resolve()) for d in self.datasets),
-                                       "validation_datasets": tuple(str(Path(d).resolve())
-                                                                    for d in self.validation_datasets)})
+    def learned_values(self) -> dict:
+        return {**super().learned_values(), "tau0_ms": self.resolved_tau0_ms}
 
     def for_chunk(self, chunk_ms: int) -> FinetuneConfig:
         """This config at another chunk size (τ0 re-derived unless it was set explicitly)."""

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-from pathlib import Path
+from pydantic import Field, field_validator
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-RUNTIME_FIELDS = frozenset({"num_workers", "use_gpu", "threads_per_worker", "storage_path", "tracking_uri",
-                            "experiment", "register_model", "max_failures", "ray_address", "output_dir", "datasets",
-                            "validation_datasets"})
+from configs.jobs import JobConfig
 
 
-class HushWordConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model: str = "tiny.en"
+class HushWordConfig(JobConfig):
     samples: int = Field(8000, description="hush word length in 16 kHz samples (0.5 s); a multiple of 320")
     amplitude_bound: float = Field(0.1, gt=0, le=1.0, description="|h| ≤ bound after every step")
     init_scale: float = Field(1e-3, ge=0, description="initialised uniformly in ±init_scale")
@@ -32,22 +23,8 @@ class HushWordConfig(BaseModel):
     crop_prob: float = Field(0.0, ge=0, le=1)
     eot_weight: float = Field(5.0, gt=0, description="weight of the final EOT in the loss (1 = plain mean)")
 
-    datasets: tuple[str, ...] = Field(..., min_length=1)
-    splits: tuple[str, ...] = ("train",)
-    validation_datasets: tuple[str, ...] = ()
-    validation_splits: tuple[str, ...] = ("dev",)
-    validation_limit: int | None = Field(None, ge=1)
-
-    num_workers: int = Field(2, ge=0)
-    use_gpu: bool = False
-    threads_per_worker: int = Field(1, ge=1)
-    max_failures: int = Field(2, ge=0)
-    storage_path: str = "outputs/ray"
     output_dir: str = "outputs/hush_words"
-    ray_address: str | None = None
-    tracking_uri: str | None = None
     experiment: str = "whisperline-hushword"
-    register_model: bool = True
 
     @field_validator("samples")
     @classmethod
@@ -59,12 +36,3 @@ class HushWordConfig(BaseModel):
     @property
     def registered_name(self) -> str:
         return f"whisperline-hushword-{self.model}"
-
-    def config_hash(self) -> str:
-        values = self.model_dump(mode="json", exclude=set(RUNTIME_FIELDS))
-        return hashlib.sha256(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-    def resolved_paths(self) -> HushWordConfig:
-        return self.model_copy(update={"datasets": tuple(str(Path(d).resolve()) for d in self.datasets),
-                                       "validation_datasets": tuple(str(Path(d).resolve())
-                                                                    for d in self.validation_datasets)})

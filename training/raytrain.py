@@ -81,3 +81,45 @@ def all_reduce_mean(value: float) -> float:
         torch.distributed.all_reduce(t)
         return float(t) / torch.distributed.get_world_size()
     return value
+
+
+class WorkerSetup:
+    """What every worker loop starts with: its rank, the run's tracking ids, and the base model, checked against
+    the sha256 the driver recorded (a node with other weights must not train silently)."""
+
+    def __init__(self, config: dict[str, Any], model_name: str, threads: int) -> None:
+        import ray.train
+        import torch
+        from whisper.tokenizer import get_tokenizer
+
+        from training.weights import checkpoint_sha256, load_model
+
+        self.run_id, self.tracking_uri, self.meta = config.get("run_id"), config.get("tracking_uri"), config["meta"]
+        ctx = ray.train.get_context()
+        self.rank, self.world = ctx.get_world_rank(), ctx.get_world_size()
+        torch.set_num_threads(threads)
+        if checkpoint_sha256(model_name, allow_download=False) != self.meta["base_sha256"]:
+            raise RuntimeError(f"rank {self.rank}: base weights of {model_name} differ from the driver's")
+        self.model = load_model(model_name)
+        self.tokenizer = get_tokenizer(self.model.is_multilingual, num_languages=self.model.num_languages,
+                                       language="en", task="transcribe")
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        """Metrics into the run's MLflow record, from rank 0 only."""
+        from training.tracking import log_metrics
+
+        if self.rank == 0 and self.run_id:
+            log_metrics(self.tracking_uri, self.run_id, metrics, step)
+
+    def system_metrics(self):
+        """MLflow's system metrics sampler (CPU, memory, GPU if any) logging into the run, on rank 0 (``.finish()``
+        it at the end); None elsewhere."""
+        if self.rank != 0 or not self.run_id:
+            return None
+        import mlflow
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        mlflow.set_tracking_uri(self.tracking_uri)
+        monitor = SystemMetricsMonitor(self.run_id, sampling_interval=5, samples_before_logging=1)
+        monitor.start()
+        return monitor

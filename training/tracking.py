@@ -97,8 +97,19 @@ def log_metrics(tracking_uri: str, run_id: str, metrics: Mapping[str, float], st
     client(tracking_uri).log_batch(run_id, metrics=[Metric(k, float(v), ts, step) for k, v in metrics.items()])
 
 
+def audio_signature(outputs: Mapping[str, str], chunk_param: bool = False):
+    """Signature of the whisperline pyfunc models: a DataFrame of ``audio_path`` in, the given columns out
+    (``chunk_param``: an optional ``chunk_ms`` parameter, 0 = the model's own)."""
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
+
+    return ModelSignature(inputs=Schema([ColSpec("string", "audio_path")]),
+                          outputs=Schema([ColSpec(t, n) for n, t in outputs.items()]),
+                          params=ParamSchema([ParamSpec("chunk_ms", "long", 0)]) if chunk_param else None)
+
+
 def log_pyfunc_model(tracking_uri: str, run_id: str, code_path: str, artifacts: Mapping[str, str],
-                     registered_name: str | None, name: str = "model") -> tuple[str, str | None]:
+                     registered_name: str | None, name: str = "model", signature=None) -> tuple[str, str | None]:
     """Log a "models from code" pyfunc model into the run (and register it); (model URI, registered version)."""
     import mlflow
 
@@ -106,7 +117,8 @@ def log_pyfunc_model(tracking_uri: str, run_id: str, code_path: str, artifacts: 
     mlflow.set_registry_uri(tracking_uri)
     with mlflow.start_run(run_id=run_id):
         info = mlflow.pyfunc.log_model(name=name, python_model=code_path, artifacts=dict(artifacts),
-                                       pip_requirements=["whisperline"], registered_model_name=registered_name)
+                                       pip_requirements=["whisperline"], registered_model_name=registered_name,
+                                       signature=signature or audio_signature({"audio_path": "string", "text": "string"}))
     # leaving start_run(run_id=…) marks the run FINISHED: callers set the final state afterwards
     version = getattr(info, "registered_model_version", None)
     return info.model_uri, None if version is None else str(version)

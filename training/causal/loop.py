@@ -28,6 +28,7 @@ from training.causal.data import TrainUtterance, collate, padded_mel, rank_batch
 from training.causal.objective import SamplePointLoss
 from training.causal.validate import streaming_scores
 from training.lora import apply_lora, load_adapter, save_adapter, trainable_parameters
+from training.raytrain import WorkerSetup, all_reduce_mean
 
 STATE_FILE = "trainer_state.pt"
 
@@ -84,32 +85,15 @@ def restore_checkpoint(directory: Path, model: torch.nn.Module, cfg: FinetuneCon
     return int(state["step"])
 
 
-def _all_mean(value: float) -> float:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        t = torch.tensor([value], dtype=torch.float64)
-        torch.distributed.all_reduce(t)
-        return float(t) / torch.distributed.get_world_size()
-    return value
-
-
 def train_loop_per_worker(config: dict[str, Any]) -> None:
     import ray.train
     from ray.train.torch import get_device, prepare_model
-    from whisper.tokenizer import get_tokenizer
-
-    from training.tracking import log_metrics
-    from training.weights import checkpoint_sha256, load_model
 
     cfg = FinetuneConfig.model_validate(config["finetune"])
-    run_id, tracking_uri, meta = config.get("run_id"), config.get("tracking_uri"), config["meta"]
-    ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    torch.set_num_threads(cfg.threads_per_worker)
+    setup = WorkerSetup(config, cfg.model, cfg.threads_per_worker)
+    rank, world, meta, run_id = setup.rank, setup.world, setup.meta, setup.run_id
     device = get_device()
-
-    if checkpoint_sha256(cfg.model, allow_download=False) != meta["base_sha256"]:
-        raise RuntimeError(f"rank {rank}: base weights of {cfg.model} differ from the driver's")
-    model = load_model(cfg.model)
+    model = setup.model
     apply_lora(model, cfg.lora, seed=cfg.seed)
     model.train()
     module = SamplePointLoss(model)
@@ -126,20 +110,18 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         module, [n for n, p in module.named_parameters() if not p.requires_grad] + [n for n, _ in module.named_buffers()])
     ddp = prepare_model(module, parallel_strategy="ddp" if world > 1 else None)
 
-    tokenizer = get_tokenizer(model.is_multilingual, num_languages=model.num_languages, language="en",
-                              task="transcribe")
+    tokenizer = setup.tokenizer
     prefix = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
     utterances = read_all(cfg.datasets, cfg.splits)
     validation = ([u.as_eval_utterance() for u in read_all(cfg.validation_datasets, cfg.validation_splits,
                                                               cfg.validation_limit)]
                   if rank == 0 and cfg.validation_datasets else [])
     mels = MelCache(cfg.margin_ms, model.dims.n_mels)
-    monitor = _system_metrics(run_id, tracking_uri) if rank == 0 else None
+    monitor = setup.system_metrics()
     steps_per_epoch = len(rank_batches(len(utterances), world, rank, cfg.batch_size, cfg.seed, 0))
 
     def emit(step: int, metrics: dict, with_checkpoint: bool) -> None:
-        if rank == 0 and run_id:
-            log_metrics(tracking_uri, run_id, metrics, step)
+        setup.log(metrics, step)
         if not with_checkpoint:
             ray.train.report(metrics)
             return
@@ -151,8 +133,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     try:
         if start_step >= cfg.max_steps:  # restored a finished run: hand its checkpoint back as the result
             emit(start_step, {"step": start_step, "resumed_from_step": start_step}, with_checkpoint=True)
-        if rank == 0 and start_step and run_id:
-            log_metrics(tracking_uri, run_id, {"resumed_from_step": start_step}, start_step)
+        if start_step:
+            setup.log({"resumed_from_step": start_step}, start_step)
         for step in range(start_step, cfg.max_steps):
             if cfg.chaos and rank == cfg.chaos.rank and step == cfg.chaos.at_step and not os.path.exists(cfg.chaos.marker):
                 Path(cfg.chaos.marker).write_text(f"killed rank {rank} pid {os.getpid()} at step {step}\n")
@@ -176,10 +158,10 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             scheduler.step()
             seconds = time.perf_counter() - t0
             done = step + 1
-            metrics = {"step": done, "epoch": epoch, "loss": _all_mean(float(loss)), "lr": scheduler.get_last_lr()[0],
+            metrics = {"step": done, "epoch": epoch, "loss": all_reduce_mean(float(loss)), "lr": scheduler.get_last_lr()[0],
                        "grad_norm": float(grad_norm), "chunk_ms": chunk_ms,
-                       "sample_points": _all_mean(batch.n_points) * world,
-                       "step_s": _all_mean(seconds)}
+                       "sample_points": all_reduce_mean(batch.n_points) * world,
+                       "step_s": all_reduce_mean(seconds)}
             metrics["sample_points_per_s"] = metrics["sample_points"] / max(metrics["step_s"], 1e-9)
             last = done == cfg.max_steps
             if validation and (last or (cfg.val_every and done % cfg.val_every == 0)):
@@ -192,19 +174,3 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     finally:
         if monitor is not None:
             monitor.finish()
-
-
-def _system_metrics(run_id: str | None, tracking_uri: str | None):
-    """MLflow's system metrics sampler (CPU, memory, GPU if any) on rank 0, logged into the run."""
-    if not run_id:
-        return None
-    try:
-        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
-    except ImportError:
-        return None
-    import mlflow
-
-    mlflow.set_tracking_uri(tracking_uri)
-    monitor = SystemMetricsMonitor(run_id, sampling_interval=5, samples_before_logging=1)
-    monitor.start()
-    return monitor

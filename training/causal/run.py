@@ -21,7 +21,7 @@ from configs.finetune import FinetuneConfig
 from training.causal.data import dataset_ref
 from training.raytrain import TrainingFailed, ensure_ray, fit
 from training.raytrain import run_key as dataset_run_key
-from training.tracking import default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
+from training.tracking import audio_signature, default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
 
 log = logging.getLogger("whisperline.finetune")
 
@@ -97,4 +97,6 @@ def log_streaming_model(tracking_uri: str, run_id: str, adapter_dir: Path, cfg: 
     from training.causal import pyfunc_model
 
     return log_pyfunc_model(tracking_uri, run_id, pyfunc_model.__file__, {"adapter": str(adapter_dir)},
-                            cfg.registered_name if cfg.register_model else None, name="streaming_model")
+                            cfg.registered_name if cfg.register_model else None, name="streaming_model",
+                            signature=audio_signature({"audio_path": "string", "text": "string", "chunk_ms": "long"},
+                                                      chunk_param=True))

@@ -23,7 +23,7 @@ from configs.hush_word import HushWordConfig
 from training.causal.data import rank_batches, read_all
 from training.hush_word.frontend import save_hush_word
 from training.hush_word.objective import hush_loss, target_tokens
-from training.raytrain import all_reduce_mean
+from training.raytrain import WorkerSetup, all_reduce_mean
 
 STATE_FILE = "hush_state.pt"
 
@@ -52,22 +52,12 @@ def _all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
 
 def train_loop_per_worker(config: dict[str, Any]) -> None:
     import ray.train
-    from whisper.tokenizer import get_tokenizer
-
-    from training.tracking import log_metrics
-    from training.weights import checkpoint_sha256, load_model
 
     cfg = HushWordConfig.model_validate(config["hush"])
-    run_id, tracking_uri, meta = config.get("run_id"), config.get("tracking_uri"), config["meta"]
-    ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    torch.set_num_threads(cfg.threads_per_worker)
-    if checkpoint_sha256(cfg.model, allow_download=False) != meta["base_sha256"]:
-        raise RuntimeError(f"rank {rank}: base weights of {cfg.model} differ from the driver's")
-    model = load_model(cfg.model).eval()
+    setup = WorkerSetup(config, cfg.model, cfg.threads_per_worker)
+    rank, world, meta, tokenizer = setup.rank, setup.world, setup.meta, setup.tokenizer
+    model = setup.model.eval()
     model.requires_grad_(False)
-    tokenizer = get_tokenizer(model.is_multilingual, num_languages=model.num_languages, language="en",
-                              task="transcribe")
 
     generator = torch.Generator().manual_seed(cfg.seed)  # same init on every rank
     hush = torch.nn.Parameter(torch.empty(cfg.samples).uniform_(-cfg.init_scale, cfg.init_scale, generator=generator))
@@ -97,6 +87,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     val = [(torch.from_numpy(u.audio), *target_tokens(tokenizer, u.token_ids)) for u in val_all[rank::world]]
     steps_per_epoch = len(rank_batches(len(train_utts), world, rank, cfg.batch_size, cfg.seed, 0))
 
+    monitor = setup.system_metrics()
     for epoch in range(start_epoch, cfg.epochs):
         t0 = time.perf_counter()
         for index, batch in enumerate(rank_batches(len(train_utts), world, rank, cfg.batch_size, cfg.seed, epoch)):
@@ -114,9 +105,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                 hush.clamp_(-cfg.amplitude_bound, cfg.amplitude_bound)
             step = epoch * steps_per_epoch + index + 1
             loss_mean = all_reduce_mean(total)
-            if rank == 0 and run_id:
-                log_metrics(tracking_uri, run_id, {"loss": loss_mean, "epoch": epoch,
-                                                   "hush_peak": float(hush.detach().abs().max())}, step)
+            setup.log({"loss": loss_mean, "epoch": epoch, "hush_peak": float(hush.detach().abs().max())}, step)
         with torch.no_grad():
             sums = torch.tensor([sum(float(hush_loss(model, hush, *v, eot_weight=cfg.eot_weight)) for v in val), float(len(val))],
                                 dtype=torch.float64)
@@ -135,8 +124,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             _all_reduce_sum(final_loss)
             metrics.update({"final_val_loss": float(final_loss[0] / max(float(sums[1]), 1.0)),
                             "averaged_epochs": len(best)})
-        if rank == 0 and run_id:
-            log_metrics(tracking_uri, run_id, metrics, epoch + 1)
+        setup.log(metrics, epoch + 1)
         with tempfile.TemporaryDirectory() as tmp:
             if rank == 0:
                 torch.save({"hush": hush.detach(), "optimizer": optimizer.state_dict(), "epoch": epoch + 1,
@@ -146,3 +134,5 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                     save_hush_word(final.numpy(), Path(tmp) / "hush_word",
                                    {**meta, "amplitude_bound": cfg.amplitude_bound, "averaged_epochs": best})
             ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(tmp) if rank == 0 else None)
+    if monitor is not None:
+        monitor.finish()
