@@ -163,3 +163,16 @@ def test_phrase_crop_cuts_between_words_with_matching_tokens():
             assert len(audio) == 1200 * 16
         assert tokenizer.decode(toks).strip() in ("the", "the cat", "the cat sat.")
     assert seen == {1, 2, len(tokens)}
+
+
+def test_log_mel_equals_whisper_and_survives_inference_mode(utterances):
+    import whisper
+
+    x = torch.from_numpy(utterances[0].audio[: 320 * 100])
+    with torch.inference_mode():  # whisper's cached filter bank is now an inference tensor
+        whisper.log_mel_spectrogram(x, 80)
+    hush = torch.zeros(8000, requires_grad=True)
+    mel = hushed_mel(x, hush, 80)
+    assert torch.equal(mel.detach(), whisper.log_mel_spectrogram(torch.cat([x, torch.zeros(8000)]), 80))
+    mel.sum().backward()
+    assert hush.grad is not None

@@ -34,16 +34,30 @@ def pad_speech(speech: Tensor) -> Tensor:
 
 def hushed_mel(speech: Tensor, hush: Tensor | None, n_mels: int, tail: Tensor | None = None) -> Tensor:
     """Log-mel [n_mels, T] of speech ⊕ (hush word | ``tail`` | nothing), T even, differentiable w.r.t. ``hush``."""
-    import whisper
-
     parts = [pad_speech(speech.float())]
     if hush is not None:
         parts.append(hush.float())
     if tail is not None:
         parts.append(tail.float())
-    x = torch.cat(parts)
-    x = pad_speech(x)
-    return whisper.log_mel_spectrogram(x, n_mels)
+    x = pad_speech(torch.cat(parts))
+    return _log_mel(x, n_mels)
+
+
+def _log_mel(x: Tensor, n_mels: int) -> Tensor:
+    """``whisper.log_mel_spectrogram(x, n_mels)``, step for step, with a filter bank that autograd may use:
+    whisper caches its bank (lru_cache), and a bank first built under ``torch.inference_mode`` (any streaming
+    call in the same process) is an inference tensor that cannot be saved for backward."""
+    from whisper.audio import HOP_LENGTH, N_FFT, mel_filters
+
+    filters = mel_filters(x.device, n_mels)
+    if filters.is_inference():
+        filters = filters.clone()
+    window = torch.hann_window(N_FFT, device=x.device)
+    stft = torch.stft(x, N_FFT, HOP_LENGTH, window=window, return_complex=True)
+    power = stft[..., :-1].abs() ** 2
+    log_spec = torch.clamp(filters @ power, min=1e-10).log10()
+    log_spec = torch.maximum(log_spec, log_spec.max() - 8.0)
+    return (log_spec + 4.0) / 4.0
 
 
 def encode(model, mel: Tensor) -> Tensor:
