@@ -1,6 +1,7 @@
 """Prefect tasks of causal fine-tuning: thin wrappers around training.causal.
 
-A training task is cached on its run key (config hash + dataset version ids), so a flow re-run after a failure
+A training task is cached on its run key (config hash + dataset version ids) and where its result lives (MLflow
+store, output folder), so a flow re-run after a failure
 skips the chunk sizes that already finished; its retries restart Ray Train under the same run name, which
 resumes from the last checkpoint instead of starting over.
 """
@@ -8,17 +9,24 @@ resumes from the last checkpoint instead of starting over.
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from configs.finetune import FinetuneConfig
+from data.store import sha256_text
+from training.tracking import default_tracking_uri
 from training.causal.evaluate import evaluate_streaming
 from training.causal.run import run_finetune, run_key
 
 
 def _run_cache_key(_context, parameters: dict) -> str:
-    return f"finetune-causal-{run_key(parameters['config'].resolved_paths())}"
+    """The run key plus where the result lives: a run registered in another MLflow store (or written to another
+    output folder) is not done for this one."""
+    cfg = parameters["config"].resolved_paths()
+    return sha256_text("finetune-causal", run_key(cfg), cfg.tracking_uri or default_tracking_uri(),
+                       str(Path(cfg.output_dir).resolve()))
 
 
 @task(name="finetune-causal-run", retries=1, retry_delay_seconds=5, cache_key_fn=_run_cache_key,

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from configs.hush_word import HushWordConfig
+from data.store import sha256_text
+from training.tracking import default_tracking_uri
 from training.raytrain import run_key
 
 
 def _key(_context, parameters: dict) -> str:
+    """The run key plus where the result lives (another MLflow store or output folder is another result)."""
     cfg: HushWordConfig = parameters["config"].resolved_paths()
-    return f"hush-word-{run_key(cfg.config_hash(), cfg.datasets, cfg.validation_datasets)}"
+    return sha256_text("hush-word", run_key(cfg.config_hash(), cfg.datasets, cfg.validation_datasets),
+                       cfg.tracking_uri or default_tracking_uri(), str(Path(cfg.output_dir).resolve()))
 
 
 @task(name="train-hush-word", retries=1, retry_delay_seconds=5, cache_key_fn=_key,
