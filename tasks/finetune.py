@@ -1,9 +1,8 @@
 """Prefect tasks of causal fine-tuning: thin wrappers around training.causal.
 
 A training task is cached on its run key (config hash + dataset version ids) and where its result lives (MLflow
-store, output folder), so a flow re-run after a failure
-skips the chunk sizes that already finished; its retries restart Ray Train under the same run name, which
-resumes from the last checkpoint instead of starting over.
+store, output folder), so a flow re-run after a failure skips the chunk sizes that already finished; its retries
+restart Ray Train under the same run name, which resumes from the last checkpoint instead of starting over.
 """
 
 from __future__ import annotations
