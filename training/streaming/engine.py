@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from training.emma.decoding import EmmaStreamingDecoder
 from training.streaming.beam import StreamingBeamDecoder
 from training.streaming.decoding import CachePolicy, StreamingGreedyDecoder
 from training.streaming.encoder import CausalEncoder
@@ -27,13 +28,15 @@ class CausalStreamingEngine:
 
     def __init__(self, model, chunk_ms: int = 300, tau0_ms: int = 600, *, n_check: int = 2,
                  cache_policy: CachePolicy = "reuse", beam_size: int | None = None, pad_silence: bool = False,
-                 int8_vocab: bool = True, tokenizer=None) -> None:
+                 int8_vocab: bool = True, tokenizer=None, emma=None, t_emma: float = 0.3, max_stall: int = 3) -> None:
         """`beam_size` None/1: greedy (Algorithm 1), else streaming beam search (Algorithm 2).
         `cache_policy` / `int8_vocab`: the decoder's speed trade-offs (decoding.py, textdecoder.py);
         `cache_policy="exact", int8_vocab=False` is the exact reference (benchmarks measure both).
         `pad_silence`: the decoder sees the frames heard so far followed by encoder frames of
         silence up to 30 s (see textdecoder.CrossCache): needed by the original weights, which
-        otherwise restart the sentence on partial audio; off in the paper's setting."""
+        otherwise restart the sentence on partial audio; off in the paper's setting.
+        `emma`: an `EmmaPolicy`: decode under its read/write policy (threshold `t_emma`, `max_stall`)
+        instead of the stability rule (training/emma/decoding.py)."""
         from whisper.tokenizer import get_tokenizer
 
         self.model = model
@@ -44,8 +47,11 @@ class CausalStreamingEngine:
         self.encoder = CausalEncoder(model.encoder, chunk_ms, tau0_ms)
         self.frontend = StreamingLogMel(model.dims.n_mels)
         pad = self._silence_frames() if pad_silence else None
-        self.decoder: StreamingGreedyDecoder | StreamingBeamDecoder
-        if beam_size and beam_size > 1:
+        self.decoder: StreamingGreedyDecoder | StreamingBeamDecoder | EmmaStreamingDecoder
+        if emma is not None:
+            self.decoder = EmmaStreamingDecoder(model, self.tokenizer, emma, t_emma=t_emma, max_stall=max_stall,
+                                                pad_frames=pad, int8_vocab=int8_vocab)
+        elif beam_size and beam_size > 1:
             self.decoder = StreamingBeamDecoder(model, self.tokenizer, beam_size=beam_size, n_check=n_check,
                                                 pad_frames=pad, int8_vocab=int8_vocab)
         else:

@@ -130,10 +130,14 @@ class CachedTextDecoder:
         b, n, d = x.shape
         return x.view(b, n, self.n_head, d // self.n_head).transpose(1, 2)
 
-    def forward(self, cache: DecoderCache, tokens: Tensor, offset: int, logit_rows: int | None = None) -> Tensor:
+    def forward(self, cache: DecoderCache, tokens: Tensor, offset: int, logit_rows: int | None = None,
+                cross_states: list[Tensor] | None = None) -> Tensor:
         """Logits [B, r, vocab] for `tokens` [B, n] placed at positions offset…offset+n−1, for the
         last r = `logit_rows` positions (all n when None: projecting rows nobody reads onto the
         51k-token vocabulary would dominate the cost).
+
+        `cross_states`: if given, receives each layer's cross-attention input (after its layer norm)
+        at the last position, [B, 1, d]: what EMMA's p_choose network reads.
 
         Self-attention sees the cached positions < offset plus the new tokens causally; the cache
         is overwritten from `offset` on and its length set to offset + n.
@@ -158,6 +162,8 @@ class CachedTextDecoder:
             a = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
             x = x + block.attn.out(a.transpose(1, 2).reshape(b, n, -1))
             h = block.cross_attn_ln(x)
+            if cross_states is not None:
+                cross_states.append(h[:, -1:])
             q = self._heads(block.cross_attn.query(h))
             ck = self._heads(cache.cross.k[i][:, :span]).expand(b, -1, -1, -1)
             cv = self._heads(cache.cross.v[i][:, :span]).expand(b, -1, -1, -1)
