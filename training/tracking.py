@@ -109,7 +109,8 @@ def audio_signature(outputs: Mapping[str, str], chunk_param: bool = False):
 
 
 def log_pyfunc_model(tracking_uri: str, run_id: str, code_path: str, artifacts: Mapping[str, str],
-                     registered_name: str | None, name: str = "model", signature=None) -> tuple[str, str | None]:
+                     registered_name: str | None, name: str = "model", signature=None,
+                     model_config: Mapping[str, Any] | None = None) -> tuple[str, str | None]:
     """Log a "models from code" pyfunc model into the run (and register it); (model URI, registered version)."""
     import mlflow
 
@@ -118,6 +119,7 @@ def log_pyfunc_model(tracking_uri: str, run_id: str, code_path: str, artifacts: 
     with mlflow.start_run(run_id=run_id):
         info = mlflow.pyfunc.log_model(name=name, python_model=code_path, artifacts=dict(artifacts),
                                        pip_requirements=["whisperline"], registered_model_name=registered_name,
+                                       model_config=dict(model_config) if model_config else None,
                                        signature=signature or audio_signature({"audio_path": "string", "text": "string"}))
     # leaving start_run(run_id=…) marks the run FINISHED: callers set the final state afterwards
     version = getattr(info, "registered_model_version", None)

@@ -65,6 +65,9 @@ def read_utterances(version_dir: str | Path, splits: Sequence[str]) -> list[Trai
     manifest = read_manifest(root).to_pylist()
     wanted = {r["key"] for r in manifest if r["split"] in splits}
     shards = sorted({r["shard"] for r in manifest if r["split"] in splits})
+    if not shards:
+        raise DatasetError(f"{root}: no samples in splits {list(splits)} (this version has "
+                           f"{sorted({r['split'] for r in manifest})})")
     out = []
     for sample in iter_shard_samples([root / s for s in shards]):
         if sample["__key__"] not in wanted:

@@ -1,0 +1,79 @@
+"""Prefect tasks of EMMA sweeps: thin wrappers around training.emma.
+
+The sweep task is not cached (its result lives in MLflow) but a retry or re-run is cheap where it matters: trained
+policies are reused from the policy store, so only evaluations are redone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from configs.emma import SweepConfig
+from training.causal.data import dataset_ref
+from training.tracking import default_tracking_uri, flatten, git_commit, open_run
+
+
+def eval_set_id(sweep: SweepConfig) -> str:
+    base = sweep.base
+    ids = ",".join(dataset_ref(d)["version_id"] for d in base.validation_datasets)
+    return f"{ids}|{'+'.join(base.validation_splits)}|limit={base.validation_limit}"
+
+
+def sweep_hash(sweep: SweepConfig) -> str:
+    return hashlib.sha256(json.dumps(sweep.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+
+@task(name="open-sweep-run", cache_policy=NO_CACHE)
+def open_sweep_run(sweep: SweepConfig) -> tuple[str, str]:
+    """The sweep's MLflow parent run (reopened when a previous attempt of the same sweep did not finish)."""
+    from training.weights import checkpoint_sha256
+
+    tracking_uri = sweep.base.tracking_uri or default_tracking_uri()
+    key = sweep_hash(sweep)
+    tags = {"whisperline.kind": "emma-sweep", "base_model": sweep.base.model,
+            "base_sha256": checkpoint_sha256(sweep.base.model), "git_commit": git_commit(),
+            "dataset_versions": ",".join(dataset_ref(d)["version_id"] for d in sweep.base.datasets),
+            "eval_set": eval_set_id(sweep)}
+    params = {**flatten(sweep.model_dump(mode="json", exclude={"base"})),
+              **flatten(sweep.base.model_dump(mode="json"), "base.")}
+    run_id, resumed = open_run(tracking_uri, sweep.experiment, key, f"emma-sweep-{key[:10]}", tags, params)
+    get_run_logger().info("sweep parent run %s (%s)", run_id, "resumed" if resumed else "new")
+    return tracking_uri, run_id
+
+
+@task(name="emma-sweep-trials", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+def sweep_trials(sweep: SweepConfig, tracking_uri: str, parent_run_id: str) -> list[dict]:
+    from training.emma.sweep import run_sweep
+
+    rows = run_sweep(sweep, tracking_uri, parent_run_id, name=f"emma-sweep-{parent_run_id[:10]}")
+    get_run_logger().info("%d trials: %d ok", len(rows), sum(r["status"] == "ok" for r in rows))
+    return rows
+
+
+@task(name="emma-sweep-dashboard", cache_policy=NO_CACHE)
+def sweep_dashboard(tracking_uri: str, parent_run_id: str, references: dict[str, tuple[float, float]] | None = None
+                    ) -> list[dict]:
+    from training.emma.dashboard import log_dashboard
+    from training.tracking import client
+
+    rows = log_dashboard(tracking_uri, parent_run_id, references)
+    c = client(tracking_uri)
+    front = [r for r in rows if r["pareto"]]
+    c.log_metric(parent_run_id, "trials_evaluated", len(rows))
+    c.log_metric(parent_run_id, "pareto_trials", len(front))
+    c.log_metric(parent_run_id, "best_wer", min(r["wer"] for r in rows))
+    c.log_metric(parent_run_id, "min_al_ms", min(r["al_ms"] for r in rows))
+    return rows
+
+
+@task(name="promote-best-trial", cache_policy=NO_CACHE)
+def promote_best(tracking_uri: str, parent_run_id: str, registered_name: str, al_budget_ms: float | None) -> dict:
+    from training.emma.registry import promote
+
+    decision = promote(tracking_uri, parent_run_id, registered_name, al_budget_ms)
+    get_run_logger().info("%s v%s: %s", registered_name, decision["version"], decision["decision"])
+    return decision

@@ -1,0 +1,106 @@
+"""Promotion of a sweep's best trial in the MLflow model registry, by aliases (stages are deprecated).
+
+Rule: the lowest WER among the finished trials whose AL is within ``al_budget_ms`` (ties: lower AL). The winner is
+logged as a pyfunc model in its trial run, registered, and gets the alias ``challenger``. ``champion`` moves to it
+only if it beats the current champion's WER on the same held-in evaluation (the ``eval_set`` tag: the evaluation
+data's version ids, splits and limit); otherwise the gate refuses and says why. Every promotion writes tags on the
+model version: metrics, dataset versions, evaluation set, rule, sweep run, who and when.
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from training.emma.dashboard import trial_rows
+
+CHALLENGER, CHAMPION = "challenger", "champion"
+
+
+class PromotionRefused(RuntimeError):
+    """No trial satisfies the rule."""
+
+
+def pick_best(rows: Sequence[dict[str, Any]], al_budget_ms: float | None) -> dict[str, Any]:
+    eligible = [r for r in rows if al_budget_ms is None or r["al_ms"] <= al_budget_ms]
+    if not eligible:
+        raise PromotionRefused(f"no trial has AL ≤ {al_budget_ms} ms (best AL: "
+                               f"{min((r['al_ms'] for r in rows), default=float('nan')):.0f} ms)")
+    return min(eligible, key=lambda r: (r["wer"], r["al_ms"]))
+
+
+def _signature():
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
+
+    return ModelSignature(inputs=Schema([ColSpec("string", "audio_path")]),
+                          outputs=Schema([ColSpec("string", "audio_path"), ColSpec("string", "text"),
+                                          ColSpec("double", "t_emma")]),
+                          params=ParamSchema([ParamSpec("t_emma", "double", 0.0), ParamSpec("max_stall", "long", 0)]))
+
+
+def register_trial(tracking_uri: str, run_id: str, registered_name: str) -> str:
+    """Log the trial's policy as a pyfunc streaming model in its run and register it; returns the version."""
+    from configs.emma import EmmaConfig
+    from training.emma import pyfunc_model
+    from training.emma.artifact import read_policy_meta
+    from training.tracking import client, log_pyfunc_model
+
+    run = client(tracking_uri).get_run(run_id)
+    policy_dir = run.data.tags["policy_dir"]
+    cfg = EmmaConfig.model_validate(read_policy_meta(policy_dir)["config"])
+    artifacts = {"policy": policy_dir}
+    if cfg.encoder == "causal_lora" and cfg.adapter_dir:
+        artifacts["adapter"] = cfg.adapter_dir
+    params = run.data.params
+    _, version = log_pyfunc_model(tracking_uri, run_id, pyfunc_model.__file__, artifacts, registered_name,
+                                  name="streaming_model", signature=_signature(),
+                                  model_config={"t_emma": float(params["t_emma"]), "max_stall": int(params["max_stall"])})
+    assert version is not None
+    return version
+
+
+def promote(tracking_uri: str, parent_run_id: str, registered_name: str, al_budget_ms: float | None,
+            user: str | None = None) -> dict[str, Any]:
+    """Register the rule's winner as ``challenger``; move ``champion`` only if it is better. Returns the decision."""
+    from mlflow.exceptions import MlflowException
+
+    from training.tracking import client
+
+    c = client(tracking_uri)
+    parent_tags = c.get_run(parent_run_id).data.tags
+    best = pick_best(trial_rows(tracking_uri, parent_run_id), al_budget_ms)
+    version = register_trial(tracking_uri, best["run_id"], registered_name)
+    eval_set = parent_tags.get("eval_set", "")
+    tags = {"wer": best["wer"], "arwer": best.get("arwer"), "al_ms": best["al_ms"], "laal_ms": best.get("laal_ms"),
+            "t_emma": best.get("t_emma"), "lambda_latency": best.get("lambda_latency"),
+            "lambda_variance": best.get("lambda_variance"), "eval_set": eval_set,
+            "dataset_versions": parent_tags.get("dataset_versions", ""), "sweep_run_id": parent_run_id,
+            "trial_run_id": best["run_id"], "rule": f"lowest wer with al_ms <= {al_budget_ms}",
+            "promoted_by": user or getpass.getuser(), "promoted_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    for k, v in tags.items():
+        c.set_model_version_tag(registered_name, version, k, str(v))
+    c.set_registered_model_alias(registered_name, CHALLENGER, version)
+    try:
+        champion = c.get_model_version_by_alias(registered_name, CHAMPION)
+    except MlflowException:
+        champion = None
+    if champion is None:
+        decision, moved = "champion: no champion yet", True
+    elif champion.tags.get("eval_set") != eval_set:
+        decision, moved = (f"refused: champion v{champion.version} was evaluated on "
+                           f"{champion.tags.get('eval_set')!r}, challenger on {eval_set!r}"), False
+    elif best["wer"] < float(champion.tags["wer"]):
+        decision, moved = f"champion: WER {best['wer']:.4f} < champion v{champion.version} {champion.tags['wer']}", True
+    else:
+        decision, moved = (f"refused: WER {best['wer']:.4f} does not beat champion v{champion.version} "
+                           f"({float(champion.tags['wer']):.4f})"), False
+    if moved:
+        c.set_registered_model_alias(registered_name, CHAMPION, version)
+    c.set_model_version_tag(registered_name, version, "gate", decision)
+    return {"registered_model": registered_name, "version": version, "decision": decision, "champion_moved": moved,
+            "champion_version": version if moved else (champion.version if champion else None),
+            "trial": {k: best.get(k) for k in ("run_id", "t_emma", "lambda_latency", "lambda_variance", "wer",
+                                               "arwer", "al_ms")}}
