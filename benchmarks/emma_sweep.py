@@ -47,7 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--t-emma", default="0.1,0.2,0.3,0.5")
-    parser.add_argument("--lambda-latency", default="0.1,1.0")
+    parser.add_argument("--lambda-latency", default="0.01,0.05")
     parser.add_argument("--lambda-variance", default="0.0,0.1")
     parser.add_argument("--variants", action="store_true", help="also sweep the other training variants")
     parser.add_argument("--adapter", default=None, help="300 ms causal LoRA adapter (default: newest in outputs/)")
@@ -92,7 +92,7 @@ def main() -> None:
         for variant, encoder in (("pchoose_value", "causal_lora"), ("pchoose", "original")):
             vb = base.model_copy(update={"variant": variant, "encoder": encoder,
                                          "adapter_dir": adapter if encoder == "causal_lora" else None})
-            vs = sweep.model_copy(update={"base": vb, "t_emma": (0.2, 0.5), "lambda_latency": (1.0,),
+            vs = sweep.model_copy(update={"base": vb, "t_emma": (0.2, 0.5), "lambda_latency": (0.05,),
                                           "lambda_variance": (0.0,)})
             variant_rows += run_sweep_flow(vs)["dashboard_rows"]
         variants_s = time.perf_counter() - started

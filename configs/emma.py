@@ -50,7 +50,8 @@ class EmmaConfig(JobConfig):
                                "projections")
     p_choose: PChooseSettings = PChooseSettings()
 
-    lambda_latency: float = Field(0.5, ge=0)
+    lambda_latency: float = Field(0.05, ge=0, description="per second of expected delay (about 0.05: the "
+                                  "NLL cost of a write before its audio is a few nats per token)")
     lambda_variance: float = Field(0.1, ge=0)
     latency_loss: Literal["expected_delay", "dal"] = Field(
         "expected_delay", description="C of L_latency: mean expected delay, or differentiable average lagging "
@@ -58,12 +59,13 @@ class EmmaConfig(JobConfig):
     mass_preservation: bool = True
     alignment: Literal["log_scan", "closed_form"] = "log_scan"
     beta_weight_max: float = Field(0.5, ge=0, le=1, description="max weight of βV in the cross-attention")
-    beta_ramp_steps: int = Field(40, ge=0, description="β_weight rises linearly to its max over these steps")
+    beta_ramp_steps: int = Field(10, ge=0, description="β_weight (and the shaping losses) rise linearly over "
+                                                                   "these steps")
     margin_ms: int = Field(300, ge=0, description="silence after the speech end (the 'read to the end' frames)")
 
     max_steps: int = Field(80, ge=1)
     batch_size: int = Field(4, ge=1)
-    lr: float = Field(1e-3, gt=0, description="p_choose learning rate")
+    lr: float = Field(3e-4, gt=0, description="p_choose learning rate")
     value_lr: float = Field(1e-5, gt=0, description="cross-attention value projections (variant pchoose_value)")
     weight_decay: float = 0.01
     warmup_steps: int = Field(10, ge=0)
@@ -116,7 +118,7 @@ class SweepConfig(BaseModel):
 
     base: EmmaConfig
     t_emma: tuple[float, ...] = (0.1, 0.2, 0.3, 0.5)
-    lambda_latency: tuple[float, ...] = (0.1, 1.0)
+    lambda_latency: tuple[float, ...] = (0.01, 0.05)
     lambda_variance: tuple[float, ...] = (0.0, 0.1)
     chunk_ms: tuple[int, ...] = ()  # () = the base config's chunk size only
     adapters: dict[int, str] = Field(default_factory=dict, description="causal LoRA adapter per chunk size")

@@ -91,7 +91,11 @@ class EmmaLoss(nn.Module):
             alpha = log_alignment_from_logits(logits, lengths[:, None]).exp()
         return preserve_mass(alpha, lengths[:, None]) if self.cfg.mass_preservation else alpha
 
-    def forward(self, batch: EmmaBatch, beta_weight: float = 0.0) -> tuple[Tensor, dict[str, float]]:
+    def forward(self, batch: EmmaBatch, beta_weight: float = 0.0, shaping_scale: float = 1.0
+                ) -> tuple[Tensor, dict[str, float]]:
+        """``shaping_scale`` multiplies λ_latency and λ_variance (ramped with β_weight by the trainer: until βV
+        enters the attention, nothing in the NLL opposes the latency loss, which would push every write to the
+        first frame and saturate p there)."""
         dec = self.decoder
         b, length = batch.tokens.shape
         n_head = dec.blocks[0].attn.n_head
@@ -122,7 +126,8 @@ class EmmaLoss(nn.Module):
         logits = dec.ln(x[keep]) @ dec.token_embedding.weight.T
         nll = F.cross_entropy(logits.float(), batch.labels[keep])
         latency, variance = self.shaping_losses(torch.stack(alphas), batch)
-        loss = nll + self.cfg.lambda_latency * latency.float() + self.cfg.lambda_variance * variance.float()
+        shaping = self.cfg.lambda_latency * latency.float() + self.cfg.lambda_variance * variance.float()
+        loss = nll + shaping_scale * shaping
         return loss, {"loss": loss.item(), "nll": nll.item(), "latency_s": latency.item(),
                       "variance_s2": variance.item()}
 

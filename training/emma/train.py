@@ -54,10 +54,9 @@ def base_model(cfg: EmmaConfig):
     return model
 
 
-def beta_weight(cfg: EmmaConfig, step: int) -> float:
-    if cfg.beta_ramp_steps == 0:
-        return cfg.beta_weight_max
-    return cfg.beta_weight_max * min(1.0, step / cfg.beta_ramp_steps)
+def ramp(cfg: EmmaConfig, step: int) -> float:
+    """0 → 1 over ``beta_ramp_steps``: β_weight = ramp · beta_weight_max, and the shaping losses follow it."""
+    return 1.0 if cfg.beta_ramp_steps == 0 else min(1.0, step / cfg.beta_ramp_steps)
 
 
 def train_policy(cfg: EmmaConfig, out_dir: str | Path, report: Callable[[dict[str, float]], None] | None = None,
@@ -90,8 +89,8 @@ def train_policy(cfg: EmmaConfig, out_dir: str | Path, report: Callable[[dict[st
         epoch, index = divmod(step, steps_per_epoch)
         chosen = [utterances[i] for i in rank_batches(len(utterances), 1, 0, cfg.batch_size, cfg.seed, epoch)[index]]
         batch = make_batch([frames(u) for u in chosen], [u.token_ids for u in chosen], prefix, tokenizer.eot)
-        weight = beta_weight(cfg, step)
-        loss, parts = objective(batch, weight)
+        weight = ramp(cfg, step) * cfg.beta_weight_max
+        loss, parts = objective(batch, weight, shaping_scale=ramp(cfg, step))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], cfg.grad_clip)
