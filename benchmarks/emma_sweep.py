@@ -23,8 +23,8 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 from benchmarks.common import RESULTS, markdown_table, realspeech_path, write_results  # noqa: E402
 
-FIELDS = ("t_emma", "lambda_latency", "lambda_variance", "chunk_ms", "variant", "encoder", "wer", "arwer", "al_ms",
-          "laal_ms", "rtf", "pareto")
+FIELDS = ("t_emma", "lambda_latency", "lambda_variance", "lambda_alignment", "decision", "chunk_ms", "variant",
+          "encoder", "wer", "arwer", "al_ms", "laal_ms", "rtf", "pareto")
 
 
 def newest(pattern: str) -> str:
@@ -45,8 +45,8 @@ def offline_wer(utterances) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--t-emma", default="0.1,0.2,0.3,0.5")
+    parser.add_argument("--steps", type=int, default=80)
+    parser.add_argument("--t-emma", default="0.2,0.3,0.4,0.5")
     parser.add_argument("--lambda-latency", default="0.01,0.05")
     parser.add_argument("--lambda-variance", default="0.0,0.1")
     parser.add_argument("--variants", action="store_true", help="also sweep the other training variants")
@@ -78,7 +78,8 @@ def main() -> None:
     floats = lambda s: tuple(float(x) for x in s.split(","))  # noqa: E731
     base = EmmaConfig(datasets=(synth, real), splits=("train", "dev", "test"), validation_datasets=(real,),
                       validation_splits=("train", "dev", "test"), adapter_dir=adapter, max_steps=args.steps,
-                      batch_size=4, log_every=5, tracking_uri=f"sqlite:///{out / 'mlflow.db'}").resolved_paths()
+                      batch_size=4, log_every=5, lr=1e-3, lambda_alignment=1.0, decision="mean",
+                      tracking_uri=f"sqlite:///{out / 'mlflow.db'}").resolved_paths()
     sweep = SweepConfig(base=base, t_emma=floats(args.t_emma), lambda_latency=floats(args.lambda_latency),
                         lambda_variance=floats(args.lambda_variance), policy_store=str(out / "policies"),
                         storage_path=str(out / "ray-tune"), al_budget_ms=finetune["al_ms"])
@@ -89,10 +90,15 @@ def main() -> None:
     variant_rows, variants_s = [], None
     if args.variants:
         started = time.perf_counter()
-        for variant, encoder in (("pchoose_value", "causal_lora"), ("pchoose", "original")):
-            vb = base.model_copy(update={"variant": variant, "encoder": encoder,
+        variants = [  # (variant, encoder, overrides, thresholds)
+            ("pchoose_value", "causal_lora", {}, (0.3, 0.4)),
+            ("pchoose", "original", {}, (0.3, 0.4)),
+            ("pchoose", "causal_lora", {"lambda_alignment": 0.0, "decision": "min", "lr": 3e-4}, (0.05, 0.1)),  # as published
+        ]
+        for variant, encoder, overrides, thresholds in variants:
+            vb = base.model_copy(update={"variant": variant, "encoder": encoder, **overrides,
                                          "adapter_dir": adapter if encoder == "causal_lora" else None})
-            vs = sweep.model_copy(update={"base": vb, "t_emma": (0.2, 0.5), "lambda_latency": (0.05,),
+            vs = sweep.model_copy(update={"base": vb, "t_emma": thresholds, "lambda_latency": (0.05,),
                                           "lambda_variance": (0.0,)})
             variant_rows += run_sweep_flow(vs)["dashboard_rows"]
         variants_s = time.perf_counter() - started
@@ -120,8 +126,8 @@ def main() -> None:
         "variant_trials": [{k: r.get(k) for k in FIELDS} for r in variant_rows],
         "variants_wall_s": variants_s and round(variants_s, 1),
     }
-    header = ["t_emma", "λ_lat", "λ_var", "variant/encoder", "WER %", "ARWER %", "AL ms", "LAAL ms", "RTF", "Pareto"]
-    table_rows = [[r["t_emma"], r["lambda_latency"], r["lambda_variance"], f"{r['variant']}/{r['encoder']}",
+    header = ["t_emma", "λ_lat", "λ_var", "variant/encoder/λ_align/decision", "WER %", "ARWER %", "AL ms", "LAAL ms", "RTF", "Pareto"]
+    table_rows = [[r["t_emma"], r["lambda_latency"], r["lambda_variance"], f"{r['variant']}/{r['encoder']}/{r['lambda_alignment']}/{r['decision']}",
                    f"{100 * r['wer']:.2f}", f"{100 * r['arwer']:.2f}", r["al_ms"], r["laal_ms"], r["rtf"],
                    "yes" if r["pareto"] else ""] for r in sorted(trials + payload["variant_trials"],
                                                                   key=lambda r: r["al_ms"])]

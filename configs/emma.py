@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from configs.finetune import default_tau0_ms
 from configs.jobs import JobConfig
 
-INFERENCE_FIELDS = frozenset({"t_emma", "max_stall", "adapter_dir"})
+INFERENCE_FIELDS = frozenset({"t_emma", "max_stall", "decision", "adapter_dir"})
 
 
 def file_sha256(path: Path) -> str:
@@ -36,6 +36,8 @@ class PChooseSettings(BaseModel):
     n_energy_layers: int = Field(4, ge=1)
     energy_bias: float = Field(-0.5, description="initial b (negative: start by reading)")
     temperature: float = Field(0.2, gt=0)
+    final_relu: bool = Field(True, description="ReLU after the last energy layer (Seamless): energies ≥ 0, but a "
+                                               "head whose units are all dead sits at p = sigmoid(b/τ) for good")
 
 
 class EmmaConfig(JobConfig):
@@ -56,6 +58,9 @@ class EmmaConfig(JobConfig):
     latency_loss: Literal["expected_delay", "dal"] = Field(
         "expected_delay", description="C of L_latency: mean expected delay, or differentiable average lagging "
                                       "(both in seconds)")
+    lambda_alignment: float = Field(
+        0.0, ge=0, description="whisperline addition: weight of a BCE of p_choose against the forced-alignment "
+                               "token ends (0 = EMMA as published)")
     mass_preservation: bool = True
     alignment: Literal["log_scan", "closed_form"] = "log_scan"
     beta_weight_max: float = Field(0.5, ge=0, le=1, description="max weight of βV in the cross-attention")
@@ -75,6 +80,9 @@ class EmmaConfig(JobConfig):
 
     t_emma: float = Field(0.3, gt=0, lt=1, description="write while min p_choose at the frontier ≥ t_emma")
     max_stall: int = Field(3, ge=0, description="consecutive read decisions before a write is forced")
+    decision: Literal["min", "mean"] = Field(
+        "min", description="p at the frontier over layers and heads: min (Seamless, the paper) or mean (WhisperEMMA's "
+                           "evaluation; less strict while some heads are untrained)")
 
     output_dir: str = "outputs/emma"
     experiment: str = "whisperline-emma"

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-PARAMS = ("t_emma", "lambda_latency", "lambda_variance", "chunk_ms", "variant", "encoder")
+PARAMS = ("t_emma", "lambda_latency", "lambda_variance", "lambda_alignment", "decision", "chunk_ms", "variant",
+          "encoder")
 SCORES = ("wer", "arwer", "al_ms", "laal_ms", "rtf", "loss")
 
 
@@ -34,7 +35,7 @@ def trial_rows(tracking_uri: str, parent_run_id: str) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"run_id": run.info.run_id, "trial": run.info.run_name}
         for k in PARAMS:
             if k in p:
-                row[k] = p[k] if k in ("variant", "encoder") else float(p[k])
+                row[k] = p[k] if k in ("variant", "encoder", "decision") else float(p[k])
         row.update({k: m[k] for k in SCORES if k in m})
         rows.append(row)
     rows.sort(key=lambda r: (r.get("al_ms", 0), r["wer"]))

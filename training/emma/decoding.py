@@ -42,21 +42,25 @@ class EmmaState:
 
 class EmmaStreamingDecoder(StreamingDecoderBase):
     def __init__(self, model, tokenizer, policy: EmmaPolicy, t_emma: float = 0.3, max_stall: int = 3,
+                 decision: str = "min",
                  max_tokens_per_chunk: int = 28, pad_frames: Tensor | None = None, int8_vocab: bool = False) -> None:
         super().__init__(model, tokenizer, n_check=1, max_tokens_per_chunk=max_tokens_per_chunk,
                          pad_frames=pad_frames, int8_vocab=int8_vocab)
         if not 0 < t_emma < 1:
             raise ValueError(f"t_emma must be in (0, 1), got {t_emma}")
         self.policy = policy.eval()
-        self.t_emma, self.max_stall = t_emma, max_stall
+        if decision not in ("min", "mean"):
+            raise ValueError(f"decision must be 'min' or 'mean', got {decision!r}")
+        self.t_emma, self.max_stall, self.decision = t_emma, max_stall, decision
 
     def new_state(self) -> EmmaState:
         return EmmaState(cache=self.decoder.new_cache(pad=self.pad))
 
     def write_probability(self, states: list[Tensor], frontier_keys: list[Tensor]) -> float:
-        """min over layers and heads of p_choose at the frontier frame."""
-        logits = [layer.logits(s, k) for layer, s, k in zip(self.policy.layers, states, frontier_keys, strict=True)]
-        return float(torch.sigmoid(torch.stack([z.min() for z in logits]).min()))
+        """min (or mean) over layers and heads of p_choose at the frontier frame."""
+        p = torch.sigmoid(torch.cat([layer.logits(s, k).flatten() for layer, s, k in
+                                     zip(self.policy.layers, states, frontier_keys, strict=True)]))
+        return float(p.min() if self.decision == "min" else p.mean())
 
     def _step(self, cache: DecoderCache, tokens: list[int], offset: int, rows: int = 1) -> tuple[Tensor, list[Tensor]]:
         states: list[Tensor] = []

@@ -46,10 +46,13 @@ class EmmaBatch:
     labels: Tensor  # [B, L] next token (text, then EOT) from the last prompt position on; IGNORE elsewhere
     text_mask: Tensor  # [B, T] target rows (from the last prompt position) whose target is a text token
     first_target: int  # row of the first target (len(prompt) - 1)
+    end_frames: Tensor | None = None  # [B, T] frame at which each target's audio is complete (forced alignment)
 
 
-def make_batch(frames: Sequence[Tensor], token_ids: Sequence[Sequence[int]], prefix: Sequence[int], eot: int
-               ) -> EmmaBatch:
+def make_batch(frames: Sequence[Tensor], token_ids: Sequence[Sequence[int]], prefix: Sequence[int], eot: int,
+               token_end_ms: Sequence[Sequence[int]] | None = None) -> EmmaBatch:
+    """``token_end_ms``: aligned end of every token (the EOT target ends with the last one); needed only for the
+    alignment-supervision term."""
     rows = [target_row(prefix, eot, ids, len(ids)) for ids in token_ids]
     inputs, labels = pad_rows(rows, eot)
     first = len(prefix) - 1
@@ -61,8 +64,14 @@ def make_batch(frames: Sequence[Tensor], token_ids: Sequence[Sequence[int]], pre
     audio = torch.zeros(len(frames), s, frames[0].shape[-1])
     for i, f in enumerate(frames):
         audio[i, : f.shape[0]] = f
+    ends = None
+    if token_end_ms is not None:
+        ends = torch.full((len(rows), n_targets), 10**6, dtype=torch.long)  # padded targets: never complete
+        for i, times in enumerate(token_end_ms):
+            frames_i = [-(-int(t) // FRAME_MS) for t in times]
+            ends[i, : len(frames_i) + 1] = torch.tensor([*frames_i, frames_i[-1] if frames_i else 0])
     return EmmaBatch(audio, torch.tensor([f.shape[0] for f in frames]), torch.from_numpy(inputs),
-                     torch.from_numpy(labels), text_mask, first)
+                     torch.from_numpy(labels), text_mask, first, ends)
 
 
 def _heads(x: Tensor, n_head: int) -> Tensor:
@@ -103,7 +112,7 @@ class EmmaLoss(nn.Module):
         x = dec.token_embedding(batch.tokens) + dec.positional_embedding[:length]
         causal = torch.ones(length, length, dtype=torch.bool).tril()
         real = (torch.arange(batch.audio.shape[1]) < batch.lengths[:, None])[:, None, None, :]  # [B, 1, 1, S]
-        alphas = []
+        alphas, supervised = [], []
         for block, p_choose in zip(dec.blocks, self.policy.layers, strict=True):
             h = block.attn_ln(x)
             q, k, v = (_heads(f(h), n_head) for f in (block.attn.query, block.attn.key, block.attn.value))
@@ -114,8 +123,11 @@ class EmmaLoss(nn.Module):
             v = _heads(block.cross_attn.value(batch.audio), n_head)
             energy = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5  # [B, H, L, S]
             attn = torch.softmax(energy.masked_fill(~real, float("-inf")), dim=-1) @ v
-            alpha = self.alignment(p_choose(h[:, t0:], batch.audio), batch.lengths)
+            write_logits = p_choose(h[:, t0:], batch.audio)
+            alpha = self.alignment(write_logits, batch.lengths)
             alphas.append(alpha)
+            if self.cfg.lambda_alignment > 0:
+                supervised.append(self.alignment_supervision(write_logits, batch))
             if beta_weight > 0:
                 beta = expected_soft_attention(alpha.clamp_min(1e-300).log(), energy[:, :, t0:], batch.lengths[:, None])
                 mixed = (1 - beta_weight) * attn[:, :, t0:] + beta_weight * (beta @ v)
@@ -128,8 +140,29 @@ class EmmaLoss(nn.Module):
         latency, variance = self.shaping_losses(torch.stack(alphas), batch)
         shaping = self.cfg.lambda_latency * latency.float() + self.cfg.lambda_variance * variance.float()
         loss = nll + shaping_scale * shaping
-        return loss, {"loss": loss.item(), "nll": nll.item(), "latency_s": latency.item(),
-                      "variance_s2": variance.item()}
+        parts = {"nll": nll.item(), "latency_s": latency.item(), "variance_s2": variance.item()}
+        if supervised:
+            align = torch.stack(supervised).mean()
+            loss = loss + self.cfg.lambda_alignment * align
+            parts["alignment_bce"] = align.item()
+        return loss, {"loss": loss.item(), **parts}
+
+    def alignment_supervision(self, logits: Tensor, batch: EmmaBatch) -> Tensor:
+        """Class-balanced BCE of every head's p against "the target's audio is complete at frame j"
+        (j ≥ its aligned end frame), over real frames and real targets: whisperline's addition to EMMA, which
+        uses the forced alignments the dataset already holds; it makes the min-over-heads decision at the
+        frontier meaningful after a short training."""
+        if batch.end_frames is None:
+            raise ValueError("lambda_alignment > 0 needs token end times in the batch")
+        frames = torch.arange(logits.shape[-1])
+        target = (frames >= batch.end_frames[:, None, :, None]).float().expand_as(logits)
+        real_frame = frames < batch.lengths[:, None, None, None]
+        real_target = (batch.end_frames < 10**6)[:, None, :, None]
+        weight = (real_frame & real_target).float().expand_as(logits)
+        pos = (target * weight).sum().clamp_min(1)
+        neg = ((1 - target) * weight).sum().clamp_min(1)
+        weight = weight * (target / pos + (1 - target) / neg) / 2
+        return F.binary_cross_entropy_with_logits(logits, target, weight=weight, reduction="sum")
 
     def shaping_losses(self, alpha: Tensor, batch: EmmaBatch) -> tuple[Tensor, Tensor]:
         """(L_latency, L_variance) from alpha [layers, B, H, T, S], averaged over layers, heads and text targets."""

@@ -18,11 +18,11 @@ from torch import Tensor, nn
 from configs.emma import PChooseSettings
 
 
-def energy_projection(d: int, n_layers: int) -> nn.Sequential:
+def energy_projection(d: int, n_layers: int, final_relu: bool = True) -> nn.Sequential:
     layers: list[nn.Module] = []
     for _ in range(n_layers):
         layers += [nn.Linear(d, d), nn.ReLU()]
-    return nn.Sequential(*layers)
+    return nn.Sequential(*(layers if final_relu else layers[:-1]))
 
 
 class PChooseLayer(nn.Module):
@@ -30,8 +30,8 @@ class PChooseLayer(nn.Module):
         super().__init__()
         self.n_head = n_head
         self.temperature = settings.temperature
-        self.q_energy = energy_projection(d, settings.n_energy_layers)
-        self.k_energy = energy_projection(d, settings.n_energy_layers)
+        self.q_energy = energy_projection(d, settings.n_energy_layers, settings.final_relu)
+        self.k_energy = energy_projection(d, settings.n_energy_layers, settings.final_relu)
         self.energy_bias = nn.Parameter(torch.full((1,), settings.energy_bias))
 
     def _heads(self, x: Tensor) -> Tensor:

@@ -33,7 +33,7 @@ class EmmaStreamingModel(PythonModel):
         chunk_ms = self.cfg.chunk_ms
         engine = CausalStreamingEngine(self.model, chunk_ms=chunk_ms, tau0_ms=self.cfg.resolved_tau0_ms,
                                        emma=self.policy, t_emma=float(chosen["t_emma"]),
-                                       max_stall=int(chosen["max_stall"]))
+                                       max_stall=int(chosen["max_stall"]), decision=self.cfg.decision)
         rows = []
         for path in model_input["audio_path"]:
             record = run_stream(engine, load_audio(str(path)).samples, chunk_ms)

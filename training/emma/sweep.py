@@ -22,8 +22,8 @@ from typing import Any
 from configs.emma import EmmaConfig, SweepConfig
 from training.raytrain import run_key
 
-TRIAL_PARAMS = ("t_emma", "max_stall", "lambda_latency", "lambda_variance", "chunk_ms", "variant", "encoder",
-                "latency_loss", "max_steps", "beta_weight_max")
+TRIAL_PARAMS = ("t_emma", "max_stall", "decision", "lambda_latency", "lambda_variance", "chunk_ms", "variant", "encoder",
+                "latency_loss", "lambda_alignment", "max_steps", "beta_weight_max")
 
 
 def training_key(cfg: EmmaConfig) -> str:
@@ -54,7 +54,7 @@ def emma_trial(config: dict[str, Any]) -> None:
     train_metrics = read_policy_meta(policy_dir)["train_metrics"]
     model, policy, _ = load_policy(policy_dir)
     scores = evaluate_policy(model, policy, eval_utterances(cfg), cfg.chunk_ms, cfg.resolved_tau0_ms, cfg.t_emma,
-                             cfg.max_stall)
+                             cfg.max_stall, cfg.decision)
     tune.report({**scores, "loss": train_metrics["loss"], "nll": train_metrics["nll"],
                  "latency_s": train_metrics["latency_s"], "trained_here": int(trained_here), "evaluated": 1,
                  "policy_dir": str(policy_dir), "training_key": key})

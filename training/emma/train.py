@@ -88,7 +88,8 @@ def train_policy(cfg: EmmaConfig, out_dir: str | Path, report: Callable[[dict[st
     for step in range(cfg.max_steps):
         epoch, index = divmod(step, steps_per_epoch)
         chosen = [utterances[i] for i in rank_batches(len(utterances), 1, 0, cfg.batch_size, cfg.seed, epoch)[index]]
-        batch = make_batch([frames(u) for u in chosen], [u.token_ids for u in chosen], prefix, tokenizer.eot)
+        batch = make_batch([frames(u) for u in chosen], [u.token_ids for u in chosen], prefix, tokenizer.eot,
+                           [u.token_end_ms for u in chosen])
         weight = ramp(cfg, step) * cfg.beta_weight_max
         loss, parts = objective(batch, weight, shaping_scale=ramp(cfg, step))
         optimizer.zero_grad(set_to_none=True)
@@ -109,12 +110,12 @@ def train_policy(cfg: EmmaConfig, out_dir: str | Path, report: Callable[[dict[st
 
 
 def evaluate_policy(model, policy: EmmaPolicy, utterances: Sequence[Utterance], chunk_ms: int, tau0_ms: int,
-                    t_emma: float, max_stall: int) -> dict[str, float]:
+                    t_emma: float, max_stall: int, decision: str = "min") -> dict[str, float]:
     """Stream every utterance through the causal engine under the policy and score it like every other system."""
     from training.streaming.engine import CausalStreamingEngine
 
     engine = CausalStreamingEngine(model.eval(), chunk_ms=chunk_ms, tau0_ms=tau0_ms, emma=policy.eval(),
-                                   t_emma=t_emma, max_stall=max_stall)
+                                   t_emma=t_emma, max_stall=max_stall, decision=decision)
     scores = evaluate_records(stream_all(engine, utterances, chunk_ms), utterances)
     return {k: float(scores[k]) for k in EVAL_KEYS if k in scores}
 

@@ -28,7 +28,8 @@ class CausalStreamingEngine:
 
     def __init__(self, model, chunk_ms: int = 300, tau0_ms: int = 600, *, n_check: int = 2,
                  cache_policy: CachePolicy = "reuse", beam_size: int | None = None, pad_silence: bool = False,
-                 int8_vocab: bool = True, tokenizer=None, emma=None, t_emma: float = 0.3, max_stall: int = 3) -> None:
+                 int8_vocab: bool = True, tokenizer=None, emma=None, t_emma: float = 0.3, max_stall: int = 3,
+                 decision: str = "min") -> None:
         """`beam_size` None/1: greedy (Algorithm 1), else streaming beam search (Algorithm 2).
         `cache_policy` / `int8_vocab`: the decoder's speed trade-offs (decoding.py, textdecoder.py);
         `cache_policy="exact", int8_vocab=False` is the exact reference (benchmarks measure both).
@@ -50,6 +51,7 @@ class CausalStreamingEngine:
         self.decoder: StreamingGreedyDecoder | StreamingBeamDecoder | EmmaStreamingDecoder
         if emma is not None:
             self.decoder = EmmaStreamingDecoder(model, self.tokenizer, emma, t_emma=t_emma, max_stall=max_stall,
+                                                decision=decision,
                                                 pad_frames=pad, int8_vocab=int8_vocab)
         elif beam_size and beam_size > 1:
             self.decoder = StreamingBeamDecoder(model, self.tokenizer, beam_size=beam_size, n_check=n_check,
