@@ -151,3 +151,55 @@ def test_closed_form_and_log_scan_give_the_same_loss():
     losses = [EmmaLoss(decoder, policy, EmmaConfig(datasets=("u",), encoder="original", alignment=a,
                                                    latency_loss="dal"))(batch, 0.3)[1] for a in ("log_scan", "closed_form")]
     assert losses[0]["loss"] == pytest.approx(losses[1]["loss"], rel=1e-5)
+
+
+def test_alignment_supervision_targets_follow_the_token_ends():
+    decoder = _tiny_decoder()
+    policy = EmmaPolicy(16, 2, 2)
+    g = torch.Generator().manual_seed(5)
+    frames = [torch.randn(10, 16, generator=g), torch.randn(6, 16, generator=g)]
+    batch = make_batch(frames, [[5, 6], [8]], prefix=[1, 2], eot=3, token_end_ms=[[40, 130], [90]])
+    # ends in frames (ceil of ms / 20); the EOT target ends with the last token; padding never ends
+    assert batch.end_frames.tolist() == [[2, 7, 7], [5, 5, 10**6]]
+    cfg = EmmaConfig(datasets=("u",), encoder="original", lambda_alignment=1.0)
+    loss, parts = EmmaLoss(decoder, policy, cfg)(batch, 0.0)
+    assert parts["alignment_bce"] > 0
+    loss.backward()
+    assert float(policy.layers[0].q_energy[0].weight.grad.abs().sum()) > 0
+    with pytest.raises(ValueError, match="token end times"):
+        EmmaLoss(decoder, policy, cfg)(make_batch(frames, [[5, 6], [8]], prefix=[1, 2], eot=3), 0.0)
+
+
+def test_configs_reject_bad_values_before_any_work():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="adapter_dir"):
+        EmmaConfig(datasets=("u",))  # causal_lora encoder without an adapter
+    with pytest.raises(ValidationError, match="multiple of 20"):
+        EmmaConfig(datasets=("u",), encoder="original", chunk_ms=250)
+    with pytest.raises(ValidationError):
+        EmmaConfig(datasets=("u",), encoder="original", lambda_latency=-0.1)
+    with pytest.raises(ValidationError):
+        EmmaConfig(datasets=("u",), encoder="original", t_emma=1.5)
+    cfg = EmmaConfig(datasets=("u",), encoder="original")
+    assert cfg.config_hash() == cfg.model_copy(update={"t_emma": 0.9, "max_stall": 7, "decision": "mean"}).config_hash()
+    assert cfg.config_hash() != cfg.model_copy(update={"lambda_latency": 0.2}).config_hash()
+
+
+def test_sweep_grid_order_pareto_and_promotion_rule():
+    from configs.emma import SweepConfig
+    from training.emma.dashboard import mark_pareto
+    from training.emma.registry import PromotionRefused, pick_best
+
+    base = EmmaConfig(datasets=("u",), encoder="original")
+    trials = SweepConfig(base=base, t_emma=(0.2, 0.4), lambda_latency=(0.01, 0.05), lambda_variance=(0.0,)
+                         ).trial_configs()
+    assert [(c.t_emma, c.lambda_latency) for c in trials] == [(0.2, 0.01), (0.2, 0.05), (0.4, 0.01), (0.4, 0.05)]
+    assert trials[0].config_hash() == trials[2].config_hash() != trials[1].config_hash()  # thresholds share
+    rows = [{"al_ms": 900, "wer": 0.10}, {"al_ms": 1200, "wer": 0.07}, {"al_ms": 1300, "wer": 0.08},
+            {"al_ms": 2000, "wer": 0.07}]
+    mark_pareto(rows)
+    assert [r["pareto"] for r in rows] == [True, True, False, False]
+    assert pick_best(rows, al_budget_ms=1000) is rows[0] and pick_best(rows, None) is rows[1]
+    with pytest.raises(PromotionRefused):
+        pick_best(rows, al_budget_ms=500)
