@@ -152,3 +152,16 @@ class SweepConfig(BaseModel):
                     update["adapter_dir"] = self.adapters[c]
                 out.append(EmmaConfig.model_validate({**self.base.model_dump(), **update}))
         return out
+
+
+def load_sweep_config(path: str | None, base_overrides: dict, **overrides: object) -> SweepConfig:
+    """The ``emma_sweep:`` section of a YAML profile (or the defaults), with overrides applied (None = keep)."""
+    values: dict = {}
+    if path:
+        import yaml
+
+        with open(path, encoding="utf-8") as fh:
+            values = dict((yaml.safe_load(fh) or {}).get("emma_sweep", {}))
+    base = {**values.pop("base", {}), **{k: v for k, v in base_overrides.items() if v is not None}}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return SweepConfig(base=EmmaConfig(**base).resolved_paths(), **values)

@@ -123,29 +123,32 @@ def sweep_run(
     datasets: Annotated[list[str], typer.Argument(help="dataset version directories to train the policies on")],
     validation: Annotated[list[str], typer.Option(help="dataset versions every trial is scored on (streaming)")],
     adapter: Annotated[Optional[str], typer.Option(help="causal LoRA adapter (omit: the original encoder)")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="YAML profile with an emma_sweep: section")] = (
+        Path(__file__).resolve().parent.parent / "configs" / "smoke.yaml"),
     t_emma: Annotated[Optional[list[float]], typer.Option("--t-emma", help="thresholds (repeat)")] = None,
     lambda_latency: Annotated[Optional[list[float]], typer.Option("--lambda-latency", help="(repeat)")] = None,
     lambda_variance: Annotated[Optional[list[float]], typer.Option("--lambda-variance", help="(repeat)")] = None,
-    variant: Annotated[str, typer.Option(help="pchoose or pchoose_value")] = "pchoose",
-    chunk_ms: Annotated[int, typer.Option()] = 300,
-    max_steps: Annotated[int, typer.Option(help="training steps per policy")] = 60,
+    variant: Annotated[Optional[str], typer.Option(help="pchoose or pchoose_value")] = None,
+    chunk_ms: Annotated[Optional[int], typer.Option()] = None,
+    max_steps: Annotated[Optional[int], typer.Option(help="training steps per policy")] = None,
     validation_limit: Annotated[Optional[int], typer.Option(help="first N validation utterances")] = None,
-    asha: Annotated[bool, typer.Option(help="ASHA early stopping on the training loss")] = False,
+    asha: Annotated[Optional[bool], typer.Option(help="ASHA early stopping on the training loss")] = None,
     promote: Annotated[bool, typer.Option(help="promote the best trial afterwards")] = False,
     al_budget_ms: Annotated[Optional[float], typer.Option(help="promotion rule: lowest WER with AL ≤ this")] = None,
     tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
 ) -> None:
     """Sweep EMMA thresholds and latency/variance weights (Prefect flow sweep-emma)."""
-    from configs.emma import EmmaConfig, SweepConfig
+    from configs.emma import load_sweep_config
     from flows.sweep_emma import run_sweep_flow
 
-    base = EmmaConfig(datasets=tuple(datasets), validation_datasets=tuple(validation), splits=("train", "dev", "test"),
-                      validation_splits=("train", "dev", "test"), validation_limit=validation_limit,
-                      encoder="causal_lora" if adapter else "original", adapter_dir=adapter, variant=variant,
-                      chunk_ms=chunk_ms, max_steps=max_steps, tracking_uri=tracking_uri).resolved_paths()
-    grid = {k: tuple(v) for k, v in (("t_emma", t_emma), ("lambda_latency", lambda_latency),
-                                     ("lambda_variance", lambda_variance)) if v}
-    result = run_sweep_flow(SweepConfig(base=base, asha=asha, al_budget_ms=al_budget_ms, **grid), promote=promote)
+    base = {"datasets": tuple(datasets), "validation_datasets": tuple(validation), "validation_limit": validation_limit,
+            "encoder": "causal_lora" if adapter else "original", "adapter_dir": adapter, "variant": variant,
+            "chunk_ms": chunk_ms, "max_steps": max_steps, "tracking_uri": tracking_uri}
+    sweep = load_sweep_config(str(config) if config else None, base, asha=asha, al_budget_ms=al_budget_ms,
+                              t_emma=tuple(t_emma) if t_emma else None,
+                              lambda_latency=tuple(lambda_latency) if lambda_latency else None,
+                              lambda_variance=tuple(lambda_variance) if lambda_variance else None)
+    result = run_sweep_flow(sweep, promote=promote)
     typer.echo(json.dumps({k: v for k, v in result.items() if k != "trials"}, indent=2, default=str))
 
 
