@@ -54,21 +54,22 @@ def main() -> None:
     parser.add_argument("--synth", default=None, help="synthetic dataset version (default: newest synth240)")
     parser.add_argument("--real", default=None, help="real-speech dataset version (default: newest)")
     parser.add_argument("--out", default="outputs/bench-emma")
+    parser.add_argument("--main-run", default=None, help="reuse this finished main sweep (parent run id in --out)")
     parser.add_argument("--realspeech", default=None)
     args = parser.parse_args()
     out = Path(args.out).resolve()
-    if out.exists():
+    if out.exists() and not args.main_run:
         shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_HOME", str(out / ".prefect"))
 
     from configs.emma import EmmaConfig, SweepConfig
     from flows.sweep_emma import run_sweep_flow
     from training.streaming.evaluate import load_realspeech
 
-    adapter = args.adapter or newest("outputs/adapters/causal-tiny.en-300ms-*")
-    synth = args.synth or newest("outputs/datasets/synth240/*")
-    real = args.real or newest("outputs/datasets/realspeech/*")
+    adapter = str(Path(args.adapter or newest("outputs/adapters/causal-tiny.en-300ms-*")).resolve())
+    synth = str(Path(args.synth or newest("outputs/datasets/synth240/*")).resolve())
+    real = str(Path(args.real or newest("outputs/datasets/realspeech/*")).resolve())
     utterances = load_realspeech(realspeech_path(args.realspeech))
     offline = offline_wer(utterances)
     finetune = json.loads((RESULTS / "finetune.json").read_text())["per_chunk"]["300ms"]["tuned"]
@@ -84,8 +85,23 @@ def main() -> None:
                         lambda_variance=floats(args.lambda_variance), policy_store=str(out / "policies"),
                         storage_path=str(out / "ray-tune"), al_budget_ms=finetune["al_ms"])
     started = time.perf_counter()
-    result = run_sweep_flow(sweep, promote=True, references=references)
-    sweep_s = time.perf_counter() - started
+    if args.main_run:  # the main sweep finished earlier: read it back from MLflow (same code as `sweep report`)
+        from training.emma.dashboard import log_dashboard
+        from training.tracking import client as mlflow_client
+
+        runs = mlflow_client(base.tracking_uri).get_run(args.main_run)
+        rows = log_dashboard(base.tracking_uri, args.main_run, references)
+        result = {"parent_run_id": args.main_run, "dashboard_rows": rows, "trials": json.loads(
+            Path(out / "main_trials.json").read_text()), "promotion": json.loads(Path(out / "promotion.json").read_text())}
+        sweep_s = float(runs.data.metrics.get("sweep_wall_s", 0))
+    else:
+        result = run_sweep_flow(sweep, promote=True, references=references)
+        sweep_s = time.perf_counter() - started
+        (out / "main_trials.json").write_text(json.dumps(result["trials"], default=str))
+        (out / "promotion.json").write_text(json.dumps(result.get("promotion"), default=str))
+        from training.tracking import client as mlflow_client
+
+        mlflow_client(base.tracking_uri).log_metric(result["parent_run_id"], "sweep_wall_s", sweep_s)
     rows = result["dashboard_rows"]
     variant_rows, variants_s = [], None
     if args.variants:
