@@ -55,9 +55,14 @@ def _summary(plan: dict, info: dict, *, skipped: bool, align_stats: list[dict]) 
     }
 
 
-def run_build(corpus: str, output_root: str, cfg: DatasetConfig, workers: int | None = None) -> dict:
-    """Run the flow with `workers` processes for the mapped stages (aligners hold the GIL)."""
+def task_runner(workers: int | None = None):
+    """Processes for the mapped stages (aligners hold the GIL and are not thread-safe: never a thread pool > 1)."""
     workers = workers or min(4, os.cpu_count() or 1)
-    runner = ProcessPoolTaskRunner(max_workers=workers) if workers > 1 else ThreadPoolTaskRunner(max_workers=1)
+    return ProcessPoolTaskRunner(max_workers=workers) if workers > 1 else ThreadPoolTaskRunner(max_workers=1)
+
+
+def run_build(corpus: str, output_root: str, cfg: DatasetConfig, workers: int | None = None) -> dict:
+    """Run the flow with `workers` processes for the mapped stages."""
     with prefect_api():
-        return build_dataset.with_options(task_runner=runner)(corpus=corpus, output_root=output_root, config=cfg)
+        return build_dataset.with_options(task_runner=task_runner(workers))(corpus=corpus, output_root=output_root,
+                                                                            config=cfg)

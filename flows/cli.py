@@ -187,14 +187,49 @@ def registry_promote(
     typer.echo(json.dumps(promote(uri, run_id, name, al_budget_ms), indent=2))
 
 
+@app.command("pipeline")
+def pipeline_cmd(
+    config: Annotated[Path, typer.Option(help="YAML profile (smoke: this machine; cluster: Ray cluster + MLflow server)")] = (
+        Path(__file__).resolve().parent.parent / "configs" / "smoke.yaml"),
+    realspeech: Annotated[Optional[str], typer.Option(help="also train/evaluate on this real-speech folder")] = None,
+    output_root: Annotated[Optional[Path], typer.Option()] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
+) -> None:
+    """The whole DAG: dataset → hush word → causal LoRA → EMMA sweep → evaluate → promote (re-runs skip done stages)."""
+    _run_pipeline(config, realspeech, output_root, tracking_uri)
+
+
+def _run_pipeline(config: Path, realspeech: str | None, output_root: Path | None, tracking_uri: str | None) -> None:
+    from configs.pipeline import load_pipeline_config
+    from flows.pipeline import run_pipeline
+    from training.tracking import default_tracking_uri
+
+    cfg = load_pipeline_config(str(config), output_root=str(output_root) if output_root else None,
+                               tracking_uri=tracking_uri)
+    result = run_pipeline(cfg, realspeech)
+    uri = cfg.tracking_uri or default_tracking_uri()
+    typer.echo(f"stages (s): {result['stage_s']}  wall: {result['wall_s']} s")
+    for row in result.get("evaluate", []):
+        wer = row["wer"] if row["wer"] is None else f"{100 * row['wer']:.2f} %"
+        typer.echo(f"  {row['system']:<45} WER {wer}  AL {row['al_ms']} ms  [{row['model']}]")
+    typer.echo(f"MLflow UI:  .venv/bin/mlflow ui --backend-store-uri {uri} --host 127.0.0.1")
+    typer.echo(f"Prefect UI: PREFECT_HOME={os.environ.get('PREFECT_HOME', '~/.prefect')} .venv/bin/prefect server start "
+               f"--host 127.0.0.1")
+
+
 @app.command("run")
 def run_main(
     realspeech: Annotated[Optional[str], typer.Option(help="also build a dataset from this real-speech folder")] = None,
     n_synth: Annotated[int, typer.Option(help="synthetic utterances to generate")] = 40,
     output_root: Annotated[Path, typer.Option()] = Path("outputs"),
     config: Annotated[Optional[Path], typer.Option(help="YAML profile")] = Path(__file__).resolve().parent.parent / "configs" / "smoke.yaml",
+    dataset_only: Annotated[bool, typer.Option(help="only synthesize the corpus and build its dataset")] = False,
 ) -> None:
-    """The main job on the embedded default: synthesize a corpus with espeak-ng and build its dataset."""
+    """The main job on the embedded default: the whole pipeline on an espeak-ng corpus (``--dataset-only``: just
+    synthesize and build the dataset)."""
+    if not dataset_only:
+        _run_pipeline(config, realspeech, output_root, None)
+        return
     from data.synth import write_synthetic_corpus
     from flows.build_dataset import run_build
 

@@ -16,10 +16,23 @@ def sweep_emma(sweep: SweepConfig, promote: bool = False, references: dict[str, 
                ) -> dict:
     from training.tracking import client
 
-    tracking_uri, parent = open_sweep_run(sweep)
+    tracking_uri, parent, done = open_sweep_run(sweep)
+    if done:  # same grid, same data, same policies: nothing to recompute (promotion may still be asked for)
+        from training.emma.dashboard import trial_rows
+
+        rows = trial_rows(tracking_uri, parent)
+        result = {"parent_run_id": parent, "tracking_uri": tracking_uri, "trials": [], "dashboard_rows": rows,
+                  "skipped": True}
+        promoted = client(tracking_uri).get_run(parent).data.tags.get("promoted_version")
+        if promote and not promoted:
+            result["promotion"] = promote_best(tracking_uri, parent, sweep.base.registered_name, sweep.al_budget_ms)
+        elif promoted:
+            result["promotion"] = {"version": promoted, "decision": "already promoted by this sweep"}
+        return result
     trials = sweep_trials(sweep, tracking_uri, parent)
     rows = sweep_dashboard(tracking_uri, parent, references)
-    result = {"parent_run_id": parent, "tracking_uri": tracking_uri, "trials": trials, "dashboard_rows": rows}
+    result = {"parent_run_id": parent, "tracking_uri": tracking_uri, "trials": trials, "dashboard_rows": rows,
+              "skipped": False}
     if promote:
         result["promotion"] = promote_best(tracking_uri, parent, sweep.base.registered_name, sweep.al_budget_ms)
     client(tracking_uri).set_terminated(parent, status="FINISHED")

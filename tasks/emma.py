@@ -24,16 +24,36 @@ def eval_set_id(sweep: SweepConfig) -> str:
 
 
 def sweep_hash(sweep: SweepConfig) -> str:
-    return hashlib.sha256(json.dumps(sweep.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+    """Hash of what the sweep computes: the grid and every trial's learned and inference values (not where it
+    runs or logs, not dataset paths: their versions enter ``sweep_key``)."""
+    values = sweep.model_dump(mode="json", exclude={"base", "max_concurrent_trials", "cpus_per_trial", "policy_store",
+                                                    "storage_path", "experiment", "al_budget_ms"})
+    values["base"] = {**sweep.base.learned_values(), "t_emma": sweep.base.t_emma, "max_stall": sweep.base.max_stall,
+                      "decision": sweep.base.decision, "validation_limit": sweep.base.validation_limit,
+                      "validation_splits": list(sweep.base.validation_splits)}
+    values["adapters"] = {c: None for c in sweep.adapters}  # adapter contents enter through the trials' hashes
+    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
+
+
+def sweep_key(sweep: SweepConfig) -> str:
+    """The sweep's config hash plus the versions of its training and evaluation data."""
+    from training.raytrain import run_key
+
+    return run_key(sweep_hash(sweep), sweep.base.datasets, sweep.base.validation_datasets)
 
 
 @task(name="open-sweep-run", cache_policy=NO_CACHE)
-def open_sweep_run(sweep: SweepConfig) -> tuple[str, str]:
-    """The sweep's MLflow parent run (reopened when a previous attempt of the same sweep did not finish)."""
+def open_sweep_run(sweep: SweepConfig) -> tuple[str, str, bool]:
+    """(tracking URI, the sweep's MLflow parent run, already finished?): a finished sweep with the same key is
+    returned as done; an unfinished one is reopened; otherwise a new parent run."""
+    from training.tracking import finished_run
     from training.weights import checkpoint_sha256
 
     tracking_uri = sweep.base.tracking_uri or default_tracking_uri()
-    key = sweep_hash(sweep)
+    key = sweep_key(sweep)
+    if done := finished_run(tracking_uri, sweep.experiment, key):
+        get_run_logger().info("sweep %s already finished: run %s", key[:10], done)
+        return tracking_uri, done, True
     tags = {"whisperline.kind": "emma-sweep", "base_model": sweep.base.model,
             "base_sha256": checkpoint_sha256(sweep.base.model), "git_commit": git_commit(),
             "dataset_versions": ",".join(dataset_ref(d)["version_id"] for d in sweep.base.datasets),
@@ -42,7 +62,7 @@ def open_sweep_run(sweep: SweepConfig) -> tuple[str, str]:
               **flatten(sweep.base.model_dump(mode="json"), "base.")}
     run_id, resumed = open_run(tracking_uri, sweep.experiment, key, f"emma-sweep-{key[:10]}", tags, params)
     get_run_logger().info("sweep parent run %s (%s)", run_id, "resumed" if resumed else "new")
-    return tracking_uri, run_id
+    return tracking_uri, run_id, False
 
 
 @task(name="emma-sweep-trials", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
@@ -74,6 +94,9 @@ def sweep_dashboard(tracking_uri: str, parent_run_id: str, references: dict[str,
 def promote_best(tracking_uri: str, parent_run_id: str, registered_name: str, al_budget_ms: float | None) -> dict:
     from training.emma.registry import promote
 
+    from training.tracking import client
+
     decision = promote(tracking_uri, parent_run_id, registered_name, al_budget_ms)
+    client(tracking_uri).set_tag(parent_run_id, "promoted_version", decision["version"])
     get_run_logger().info("%s v%s: %s", registered_name, decision["version"], decision["decision"])
     return decision

@@ -88,6 +88,17 @@ def open_run(tracking_uri: str, experiment: str, run_key: str, run_name: str, ta
     return run.info.run_id, False
 
 
+def finished_run(tracking_uri: str, experiment: str, run_key: str) -> str | None:
+    """The newest FINISHED run with ``run_key`` (a stage that is already done), if any."""
+    c = client(tracking_uri)
+    exp = c.get_experiment_by_name(experiment)
+    if exp is None:
+        return None
+    found = c.search_runs([exp.experiment_id], max_results=1, order_by=["attributes.start_time DESC"],
+                          filter_string=f"tags.`{RUN_KEY}` = '{run_key}' and attributes.status = 'FINISHED'")
+    return found[0].info.run_id if found else None
+
+
 def log_metrics(tracking_uri: str, run_id: str, metrics: Mapping[str, float], step: int) -> None:
     import time
 

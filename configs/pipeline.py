@@ -1,0 +1,97 @@
+"""The whole pipeline's typed configuration: one YAML profile, every stage's settings, checked before any work.
+
+The ``pipeline:`` section of a profile holds the DAG's own values (corpus size, chunk sizes, stages) and per-stage
+overrides on top of the profile's stage sections (``finetune:``, ``emma_sweep:``): the smoke profile runs the
+same stages as the cluster profile, shorter. ``validate()`` builds every stage config with placeholder dataset
+paths, so an unknown chunk size, τ0 < τ, a negative λ or an unknown model fails before a dataset is built.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from configs.dataset import DatasetConfig
+from configs.emma import EmmaConfig, SweepConfig
+from configs.finetune import FinetuneConfig
+from configs.hush_word import HushWordConfig
+
+Stage = Literal["build_dataset", "train_hush_word", "finetune_causal", "sweep_emma", "evaluate", "promote"]
+ALL_STAGES: tuple[Stage, ...] = ("build_dataset", "train_hush_word", "finetune_causal", "sweep_emma", "evaluate",
+                                 "promote")
+KNOWN_MODELS = ("tiny.en", "tiny", "base.en", "base", "small.en", "small", "medium.en", "medium", "large-v2",
+                "large-v3")
+_PENDING = ("<built by the pipeline>",)
+
+
+class PipelineConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = "tiny.en"
+    n_synth: int = Field(40, ge=1, description="espeak-ng utterances of the embedded corpus")
+    chunk_sizes: tuple[int, ...] = (300,)
+    sweep_chunk_ms: int = 300
+    stages: tuple[Stage, ...] = ALL_STAGES
+    output_root: str = "outputs"
+    tracking_uri: str | None = None
+    num_workers: int = Field(2, ge=1)
+    al_budget_ms: float | None = Field(None, gt=0, description="promotion rule; default: the causal run's AL")
+    dataset: DatasetConfig = DatasetConfig()
+    hush_word: dict = Field(default_factory=dict)
+    finetune: dict = Field(default_factory=dict)
+    emma_sweep: dict = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> PipelineConfig:
+        if self.model not in KNOWN_MODELS:
+            raise ValueError(f"unknown model {self.model!r}; known: {', '.join(KNOWN_MODELS)}")
+        if "sweep_emma" in self.stages and self.sweep_chunk_ms not in self.chunk_sizes:
+            raise ValueError(f"sweep_chunk_ms {self.sweep_chunk_ms} needs its causal adapter: add it to chunk_sizes")
+        self.validate_stages()
+        return self
+
+    def _runtime(self) -> dict:
+        return {"model": self.model, "tracking_uri": self.tracking_uri, "num_workers": self.num_workers}
+
+    def hush_word_config(self, datasets, validation=()) -> HushWordConfig:
+        return HushWordConfig(**{**self.hush_word, **self._runtime(), "datasets": tuple(datasets),
+                                 "validation_datasets": tuple(validation)})
+
+    def finetune_config(self, datasets, validation=()) -> FinetuneConfig:
+        return FinetuneConfig(**{**self.finetune, **self._runtime(), "datasets": tuple(datasets),
+                                 "validation_datasets": tuple(validation)})
+
+    def sweep_config(self, datasets, validation, adapter_dir: str) -> SweepConfig:
+        values = dict(self.emma_sweep)
+        base = {**values.pop("base", {}), "model": self.model, "tracking_uri": self.tracking_uri,
+                "chunk_ms": self.sweep_chunk_ms, "datasets": tuple(datasets), "validation_datasets": tuple(validation),
+                "encoder": "causal_lora", "adapter_dir": adapter_dir}
+        return SweepConfig(base=EmmaConfig(**base), al_budget_ms=self.al_budget_ms, **values)
+
+    def validate_stages(self) -> None:
+        self.hush_word_config(_PENDING)
+        for c in self.chunk_sizes:
+            self.finetune_config(_PENDING).for_chunk(c)
+        self.sweep_config(_PENDING, _PENDING, "<adapter>")
+
+
+def load_pipeline_config(path: str | None, **overrides: object) -> PipelineConfig:
+    """``pipeline:`` of a profile, with the profile's ``dataset:``/``finetune:``/``emma_sweep:`` sections under
+    the pipeline's own overrides of them."""
+    values: dict = {}
+    if path:
+        import yaml
+
+        with open(path, encoding="utf-8") as fh:
+            profile = yaml.safe_load(fh) or {}
+        values = dict(profile.get("pipeline", {}))
+        if "dataset" in profile:
+            values["dataset"] = {**profile["dataset"], **values.get("dataset", {})}
+        for section in ("finetune", "emma_sweep"):
+            merged = {**profile.get(section, {}), **values.get(section, {})}
+            if section == "emma_sweep":
+                merged["base"] = {**profile.get(section, {}).get("base", {}), **values.get(section, {}).get("base", {})}
+            values[section] = merged
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return PipelineConfig(**values)
