@@ -57,3 +57,17 @@ def test_bad_configs_are_rejected_before_any_work(bad, tmp_path):
     with pytest.raises(ValidationError):
         load_pipeline_config(PROFILE, output_root=str(tmp_path), **bad)
     assert not any(tmp_path.iterdir())
+
+
+def test_deployment_file_names_real_entrypoints():
+    import importlib
+
+    import yaml
+
+    spec = yaml.safe_load(open("infra/prefect.yaml", encoding="utf-8"))
+    for deployment in spec["deployments"]:
+        module, name = deployment["entrypoint"].split(":")
+        flow = getattr(importlib.import_module(module.removesuffix(".py").replace("/", ".")), name)
+        assert set(deployment.get("parameters", {})) <= set(flow.parameters.properties)
+        for schedule in deployment.get("schedules", []):
+            assert len(schedule["cron"].split()) == 5
