@@ -8,24 +8,16 @@ its content (sha256 of its weights), not its path.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from configs.finetune import default_tau0_ms
+from data.store import file_sha256
 from configs.jobs import JobConfig
 
 INFERENCE_FIELDS = frozenset({"t_emma", "max_stall", "decision", "adapter_dir"})
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class PChooseSettings(BaseModel):

@@ -6,7 +6,6 @@ unfixable ones raise `AudioReject` (unreadable, empty, silent, NaN/Inf, too shor
 
 from __future__ import annotations
 
-import hashlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 
+from data.store import file_sha256  # noqa: F401  (re-exported: the scan stage hashes inputs through here)
 from data.types import SAMPLE_RATE
 
 
@@ -35,14 +35,6 @@ class LoadedAudio:
     @property
     def duration_ms(self) -> int:
         return int(round(len(self.samples) * 1000 / SAMPLE_RATE))
-
-
-def file_sha256(path: str | Path, block: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(block):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def load_audio(path: str | Path, *, start_s: float = 0.0, duration_s: float | None = None,

@@ -16,6 +16,14 @@ import uuid
 from pathlib import Path
 
 
+def file_sha256(path: str | Path, block: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def sha256_text(*parts: str) -> str:
     digest = hashlib.sha256()
     for part in parts:

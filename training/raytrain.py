@@ -15,8 +15,10 @@ class TrainingFailed(RuntimeError):
     """A Ray Train job failed after exhausting its restarts (its MLflow run is marked FAILED)."""
 
 
-def ensure_ray(num_workers: int, threads_per_worker: int, address: str | None = None) -> None:
-    """Connect to ``address``/``RAY_ADDRESS`` (a cluster) or start a local instance sized for the workers."""
+def ensure_ray(num_workers: int, threads_per_worker: int, address: str | None = None, num_cpus: int | None = None
+               ) -> None:
+    """Connect to ``address``/``RAY_ADDRESS`` (a cluster) or start a local instance sized for the workers (or with
+    ``num_cpus``: a Tune sweep sizes itself by the machine)."""
     import ray
 
     if ray.is_initialized():
@@ -25,7 +27,8 @@ def ensure_ray(num_workers: int, threads_per_worker: int, address: str | None = 
     if address:
         ray.init(address=address)
     else:  # the Train workers plus the Train controller
-        ray.init(num_cpus=max(2, num_workers * threads_per_worker + 1), include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=num_cpus or max(2, num_workers * threads_per_worker + 1), include_dashboard=False,
+                 log_to_driver=False)
 
 
 def storage_uri(path: str) -> str:

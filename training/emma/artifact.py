@@ -14,7 +14,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from configs.emma import EmmaConfig, file_sha256
+from configs.emma import EmmaConfig
+from data.store import file_sha256
 from training.emma.p_choose import EmmaPolicy
 
 WEIGHTS, META = "policy.safetensors", "policy.json"

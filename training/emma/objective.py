@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from configs.emma import EmmaConfig
+from training.causal.objective import _heads
 from training.causal.samples import IGNORE, pad_rows, target_row
 from training.emma.alignment import (
     alignment_closed_form,
@@ -72,11 +73,6 @@ def make_batch(frames: Sequence[Tensor], token_ids: Sequence[Sequence[int]], pre
             ends[i, : len(frames_i) + 1] = torch.tensor([*frames_i, frames_i[-1] if frames_i else 0])
     return EmmaBatch(audio, torch.tensor([f.shape[0] for f in frames]), torch.from_numpy(inputs),
                      torch.from_numpy(labels), text_mask, first, ends)
-
-
-def _heads(x: Tensor, n_head: int) -> Tensor:
-    b, n, d = x.shape
-    return x.view(b, n, n_head, d // n_head).transpose(1, 2)
 
 
 def _merge(x: Tensor) -> Tensor:

@@ -117,16 +117,11 @@ def run_sweep(sweep: SweepConfig, tracking_uri: str, parent_run_id: str, name: s
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
-    from training.raytrain import storage_uri
+    from training.raytrain import ensure_ray, storage_uri
     from training.tracking import client, experiment_id
     from training.weights import checkpoint_sha256
 
-    if not ray.is_initialized():
-        address = sweep.base.ray_address or os.environ.get("RAY_ADDRESS")
-        if address:
-            ray.init(address=address)
-        else:
-            ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, log_to_driver=False)
+    ensure_ray(0, 1, sweep.base.ray_address, num_cpus=os.cpu_count() or 2)
     trials = sweep.trial_configs()
     cpus = ray.cluster_resources().get("CPU", 1)
     concurrent = sweep.max_concurrent_trials or max(1, int(cpus // sweep.cpus_per_trial))
