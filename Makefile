@@ -10,7 +10,7 @@ export PREFECT_SERVER_EPHEMERAL_ENABLED ?= true
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 
-.PHONY: setup run run-real test bench clean
+.PHONY: setup run run-real test bench serve clean
 
 setup:
 	@bash scripts/setup.sh
@@ -24,6 +24,11 @@ test: setup
 bench: setup
 	WHISPERLINE_REALSPEECH=$(REALSPEECH) $(VENV)/bin/python benchmarks/dataset_build.py
 	WHISPERLINE_REALSPEECH=$(REALSPEECH) $(VENV)/bin/python benchmarks/align_speed.py
+
+# A real Prefect server + process worker on 127.0.0.1:$(PORT) running infra/prefect.yaml's deployments on schedule.
+PORT ?= 4200
+serve: setup
+	$(VENV)/bin/whisperline serve --port $(PORT)
 
 clean:
 	rm -rf outputs .prefect

@@ -17,7 +17,9 @@ from tasks.dataset import align_batch, assemble_dataset, plan_version, prepare_b
 from tasks.runtime import prefect_api
 
 
-@flow(name="build-dataset", log_prints=True)
+# serial by default (the aligners are not thread-safe, and a process pool cannot serve a subflow's mapped futures);
+# `run_build` / `whisperline data build` give a top-level build its process pool
+@flow(name="build-dataset", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=1))
 def build_dataset(corpus: str, output_root: str = "outputs/datasets", config: DatasetConfig | None = None) -> dict:
     cfg = config or DatasetConfig()
     work_dir = str(Path(output_root) / ".work")

@@ -194,12 +194,14 @@ def pipeline_cmd(
     realspeech: Annotated[Optional[str], typer.Option(help="also train/evaluate on this real-speech folder")] = None,
     output_root: Annotated[Optional[Path], typer.Option()] = None,
     tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
+    summary_json: Annotated[Optional[Path], typer.Option(help="also write the pipeline's result here (JSON)")] = None,
 ) -> None:
     """The whole DAG: dataset → hush word → causal LoRA → EMMA sweep → evaluate → promote (re-runs skip done stages)."""
-    _run_pipeline(config, realspeech, output_root, tracking_uri)
+    _run_pipeline(config, realspeech, output_root, tracking_uri, summary_json)
 
 
-def _run_pipeline(config: Path, realspeech: str | None, output_root: Path | None, tracking_uri: str | None) -> None:
+def _run_pipeline(config: Path, realspeech: str | None, output_root: Path | None, tracking_uri: str | None,
+                  summary_json: Path | None = None) -> None:
     from configs.pipeline import load_pipeline_config
     from flows.pipeline import run_pipeline
     from training.tracking import default_tracking_uri
@@ -207,6 +209,9 @@ def _run_pipeline(config: Path, realspeech: str | None, output_root: Path | None
     cfg = load_pipeline_config(str(config), output_root=str(output_root) if output_root else None,
                                tracking_uri=tracking_uri)
     result = run_pipeline(cfg, realspeech)
+    if summary_json:
+        summary_json.parent.mkdir(parents=True, exist_ok=True)
+        summary_json.write_text(json.dumps(result, indent=2, default=str))
     uri = cfg.tracking_uri or default_tracking_uri()
     typer.echo(f"stages (s): {result['stage_s']}  wall: {result['wall_s']} s")
     for row in result.get("evaluate", []):
@@ -217,6 +222,36 @@ def _run_pipeline(config: Path, realspeech: str | None, output_root: Path | None
                f"--host 127.0.0.1")
 
 
+@app.command("serve")
+def serve_cmd(
+    port: Annotated[int, typer.Option(help="Prefect API/UI port on 127.0.0.1")] = 4200,
+    deployment: Annotated[Optional[list[str]], typer.Option(help="deploy only these (repeat); default: all")] = None,
+    param: Annotated[Optional[list[str]], typer.Option(help="key=value for the named deployments (repeat)")] = None,
+    interval_s: Annotated[Optional[int], typer.Option(help="also run every N seconds (besides the cron schedules)")] = None,
+    ui: Annotated[bool, typer.Option(help="serve the Prefect UI")] = True,
+) -> None:
+    """A real Prefect server + process worker on 127.0.0.1 running infra/prefect.yaml's deployments on schedule
+    (Ctrl-C stops both)."""
+    import time
+
+    from flows.serve import POOL, serve
+
+    params = dict(p.split("=", 1) for p in param or [])
+    stack = serve(port, deployments={d: params for d in deployment} if deployment else None, interval_s=interval_s,
+                  ui=ui)
+    typer.echo(f"Prefect API {stack.api_url} (UI http://127.0.0.1:{port}); worker on pool {POOL}; logs in "
+               f"{stack.log_dir}. Ctrl-C stops.")
+    try:
+        while all(p.poll() is None for p in stack.processes):
+            time.sleep(2)
+        typer.echo("a serving process exited: see the logs", err=True)
+        raise typer.Exit(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stack.stop()
+
+
 @app.command("run")
 def run_main(
     realspeech: Annotated[Optional[str], typer.Option(help="also build a dataset from this real-speech folder")] = None,
@@ -224,11 +259,12 @@ def run_main(
     output_root: Annotated[Path, typer.Option()] = Path("outputs"),
     config: Annotated[Optional[Path], typer.Option(help="YAML profile")] = Path(__file__).resolve().parent.parent / "configs" / "smoke.yaml",
     dataset_only: Annotated[bool, typer.Option(help="only synthesize the corpus and build its dataset")] = False,
+    summary_json: Annotated[Optional[Path], typer.Option(help="also write the pipeline's result here (JSON)")] = None,
 ) -> None:
     """The main job on the embedded default: the whole pipeline on an espeak-ng corpus (``--dataset-only``: just
     synthesize and build the dataset)."""
     if not dataset_only:
-        _run_pipeline(config, realspeech, output_root, None)
+        _run_pipeline(config, realspeech, output_root, None, summary_json)
         return
     from data.synth import write_synthetic_corpus
     from flows.build_dataset import run_build

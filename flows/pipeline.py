@@ -18,12 +18,22 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from configs.pipeline import PipelineConfig
-from flows.build_dataset import build_dataset as build_dataset_flow
-from flows.build_dataset import task_runner as dataset_task_runner
+from flows.build_dataset import build_dataset
 from flows.finetune_causal import finetune_causal
 from flows.hush_word import train_hush_word_flow
 from flows.sweep_emma import sweep_emma
 from tasks.runtime import prefect_api
+
+
+@task(name="preflight", cache_policy=NO_CACHE)
+def preflight(config: PipelineConfig) -> str:
+    """Before any work: the tracking store answers (bounded tries, clear error). The config itself was checked when
+    it was built (``PipelineConfig`` validates every stage)."""
+    from training.tracking import default_tracking_uri, require_tracking
+
+    uri = config.tracking_uri or default_tracking_uri()
+    require_tracking(uri)
+    return uri
 
 
 @task(name="synthesize-corpus", cache_policy=NO_CACHE)
@@ -61,9 +71,8 @@ def pipeline(config: PipelineConfig, realspeech: str | None = None) -> dict:
         times[name] = round(time.perf_counter() - t0, 1)
         return result
 
-    # serial inside the pipeline (a process pool cannot resolve mapped futures across a subflow boundary; the
-    # aligners are not thread-safe); `whisperline data build` is the parallel path for large corpora
-    build_dataset = build_dataset_flow.with_options(task_runner=dataset_task_runner(1))
+    # build_dataset runs serially as a subflow; `whisperline data build` is the parallel path for large corpora
+    preflight(config)
     root = Path(config.output_root).resolve()
     corpus = synthesize_corpus(str(root), config.n_synth)
     data_cfg = config.dataset.model_copy(update={"name": "synth"})

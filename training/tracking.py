@@ -16,6 +16,49 @@ from typing import Any
 
 RUN_KEY = "whisperline.run_key"
 
+# MLflow's own client retries a failed HTTP call 7 times with a doubling back-off (about 4 minutes) before it
+# raises; a pipeline would hang that long on a dead server. Bounded here (~30 s, env overrides win); Ray workers
+# import this module too, so they get the same bound.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "5")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
+
+
+class TrackingUnavailable(RuntimeError):
+    """The MLflow tracking store cannot be reached: raised before any work starts."""
+
+
+def require_tracking(tracking_uri: str, attempts: int = 3, wait_s: float = 2.0) -> None:
+    """Fail fast, with a message that says what to do, when the tracking store is not usable: an HTTP server must
+    answer ``/health`` (a few tries, ``wait_s`` apart, for a server that is still starting), a sqlite file must be
+    creatable. Other schemes (databricks, …) are left to MLflow."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    if tracking_uri.startswith(("http://", "https://")):
+        error: Exception | None = None
+        for i in range(attempts):
+            try:
+                with urllib.request.urlopen(f"{tracking_uri.rstrip('/')}/health", timeout=10) as r:
+                    if r.status == 200:
+                        return
+            except (OSError, urllib.error.URLError) as e:
+                error = e
+            if i + 1 < attempts:
+                time.sleep(wait_s)
+        raise TrackingUnavailable(
+            f"MLflow tracking server {tracking_uri} is not reachable ({attempts} tries, {wait_s:.0f} s apart: {error}); "
+            "start it (infra/mlflow/server.sh) or point tracking_uri / MLFLOW_TRACKING_URI at a running one")
+    if tracking_uri.startswith("sqlite:///"):
+        db = Path(tracking_uri.removeprefix("sqlite:///"))
+        try:
+            db.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TrackingUnavailable(f"cannot create the MLflow store folder {db.parent}: {e}") from e
+        if not os.access(db.parent, os.W_OK):
+            raise TrackingUnavailable(f"the MLflow store folder {db.parent} is not writable")
+
 
 def default_tracking_uri() -> str:
     if uri := os.environ.get("MLFLOW_TRACKING_URI"):
@@ -127,11 +170,15 @@ def log_pyfunc_model(tracking_uri: str, run_id: str, code_path: str, artifacts: 
 
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_registry_uri(tracking_uri)
-    with mlflow.start_run(run_id=run_id):
+    mlflow.start_run(run_id=run_id)
+    try:
         info = mlflow.pyfunc.log_model(name=name, python_model=code_path, artifacts=dict(artifacts),
                                        pip_requirements=["whisperline"], registered_model_name=registered_name,
                                        model_config=dict(model_config) if model_config else None,
                                        signature=signature or audio_signature({"audio_path": "string", "text": "string"}))
-    # leaving start_run(run_id=…) marks the run FINISHED: callers set the final state afterwards
+    finally:
+        # not FINISHED here (the `with` form would mark it so): the caller still logs metrics and then sets the
+        # final state, so a crash in between never leaves a FINISHED run with missing metrics
+        mlflow.end_run(status="RUNNING")
     version = getattr(info, "registered_model_version", None)
     return info.model_uri, None if version is None else str(version)
