@@ -54,17 +54,21 @@ class PipelineConfig(BaseModel):
     def _runtime(self) -> dict:
         return {"model": self.model, "tracking_uri": self.tracking_uri, "num_workers": self.num_workers}
 
+    def _under_root(self, **paths: str) -> dict[str, str]:
+        """Stage output folders under ``output_root`` (a stage section may still name its own)."""
+        return {k: f"{self.output_root}/{v}" for k, v in paths.items()}
+
     def hush_word_config(self, datasets, validation=()) -> HushWordConfig:
-        return HushWordConfig(**{**self.hush_word, **self._runtime(), "datasets": tuple(datasets),
-                                 "validation_datasets": tuple(validation)})
+        return HushWordConfig(**{**self._under_root(storage_path="ray", output_dir="hush_words"), **self.hush_word,
+                                 **self._runtime(), "datasets": tuple(datasets), "validation_datasets": tuple(validation)})
 
     def finetune_config(self, datasets, validation=()) -> FinetuneConfig:
-        return FinetuneConfig(**{**self.finetune, **self._runtime(), "datasets": tuple(datasets),
-                                 "validation_datasets": tuple(validation)})
+        return FinetuneConfig(**{**self._under_root(storage_path="ray", output_dir="adapters"), **self.finetune,
+                                 **self._runtime(), "datasets": tuple(datasets), "validation_datasets": tuple(validation)})
 
     def sweep_config(self, datasets, validation, adapter_dir: str) -> SweepConfig:
-        values = dict(self.emma_sweep)
-        base = {**values.pop("base", {}), "model": self.model, "tracking_uri": self.tracking_uri,
+        values = {**self._under_root(policy_store="emma/policies", storage_path="ray-tune"), **self.emma_sweep}
+        base = {**self._under_root(output_dir="emma"), **values.pop("base", {}), "model": self.model, "tracking_uri": self.tracking_uri,
                 "chunk_ms": self.sweep_chunk_ms, "datasets": tuple(datasets), "validation_datasets": tuple(validation),
                 "encoder": "causal_lora", "adapter_dir": adapter_dir}
         return SweepConfig(base=EmmaConfig(**base), al_budget_ms=self.al_budget_ms, **values)

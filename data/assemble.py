@@ -1,7 +1,9 @@
 """Last stage: shards + manifest.parquet + rejects.parquet + dataset.json, published atomically.
 
-Everything is written into a temporary sibling folder and renamed into place at the end, so a
-version folder either is complete or does not exist (a killed build leaves no half dataset).
+Everything is written into a temporary sibling folder (hidden: dot-prefixed) and renamed into place at the end, so
+a version folder either is complete or does not exist: a killed build leaves no half dataset, only a hidden folder
+that the next build of that name removes. Concurrent builds of the same version (two pipelines on one dataset
+root) publish under a file lock: the first complete one wins, the others' identical copies are dropped.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from filelock import FileLock
+
 from configs.dataset import DatasetConfig
+from data.chaos import kill_point
 from data.corpus import sample_key
 from data.manifest import MANIFEST_SCHEMA, REJECTS_SCHEMA, write_table
 from data.records import Aligned, Reject
@@ -36,6 +41,7 @@ def assemble(version_dir: Path, aligned: Sequence[Aligned], rejects: Sequence[Re
     if n_inputs != len(aligned) + len(rejects):
         raise CountMismatch(f"inputs {n_inputs} != accepted {len(aligned)} + rejected {len(rejects)}")
     tmp = version_dir.with_name(f".{version_dir.name}.tmp-{os.getpid()}")
+    remove_stale_tmp(version_dir.parent)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     tokenizer = tokenizer_id(cfg.tokenizer)
@@ -61,6 +67,7 @@ def assemble(version_dir: Path, aligned: Sequence[Aligned], rejects: Sequence[Re
             samples.append(ShardSample(key, store.get_blob("audio", a.prepared.audio_sha256, "." + cfg.audio_format),
                                        cfg.audio_format, meta))
         shards += write_split(tmp, split, samples, cfg.shard_size)
+        kill_point("assemble.split_written")
 
     write_table(tmp / "manifest.parquet", rows, MANIFEST_SCHEMA)
     reject_rows = [{"id": r.utt_id, "source_path": r.source_path, "source_sha256": r.source_sha256, "stage": r.stage,
@@ -89,12 +96,28 @@ def assemble(version_dir: Path, aligned: Sequence[Aligned], rejects: Sequence[Re
         "files": {name: _sha256(tmp / name) for name in ("manifest.parquet", "rejects.parquet")},
     }
     (tmp / "dataset.json").write_bytes(json.dumps(info, indent=2, sort_keys=True).encode() + b"\n")
-    if version_dir.exists() and verify_version(version_dir) is not None:
-        shutil.rmtree(tmp)  # a concurrent build of the same version finished first: identical by construction
-    else:
-        shutil.rmtree(version_dir, ignore_errors=True)  # incomplete or tampered: replace it
-        os.replace(tmp, version_dir)
+    kill_point("assemble.before_publish")
+    with FileLock(str(version_dir.with_name(f".{version_dir.name}.lock"))):
+        if version_dir.exists() and verify_version(version_dir) is not None:
+            shutil.rmtree(tmp)  # a concurrent build of the same version finished first: identical by construction
+        else:
+            shutil.rmtree(version_dir, ignore_errors=True)  # tampered: replace it
+            os.replace(tmp, version_dir)
     return info
+
+
+def remove_stale_tmp(name_dir: Path) -> list[Path]:
+    """Remove the hidden work folders of builds whose process is gone (killed mid-assemble) on this host."""
+    removed = []
+    for tmp in name_dir.glob(".*.tmp-*") if name_dir.exists() else ():
+        try:
+            os.kill(int(tmp.name.rsplit("-", 1)[1]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            removed.append(tmp)
+        except (ValueError, PermissionError):
+            continue  # not ours, or a live process of another user
+    return removed
 
 
 def _row(a: Aligned, key: str, split: str, cfg: DatasetConfig, tokenizer: str, aligner_version: str) -> dict:

@@ -85,37 +85,109 @@ def ray_cluster():
     ray.shutdown()
 
 
-@pytest.fixture(scope="session")
-def mlflow_server(tmp_path_factory) -> str:
-    """A real MLflow tracking server (sqlite backend, proxied artifacts) on 127.0.0.1."""
+def free_port() -> int:
     import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_mlflow_server(root: Path, backend_uri: str | None = None, port: int | None = None):
+    """A real `mlflow server` process on 127.0.0.1 (sqlite under ``root`` unless ``backend_uri``; proxied artifacts
+    under ``root``); (url, process) once /health answers."""
     import subprocess
     import sys
     import time
     import urllib.request
 
-    root = tmp_path_factory.mktemp("mlflow")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    root.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    log = root / "server.log"
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--serve-artifacts",
+         "--backend-store-uri", backend_uri or f"sqlite:///{root / 'mlflow.db'}", "--serve-artifacts",
          "--artifacts-destination", str(root / "artifacts")],
-        stdout=open(root / "server.log", "wb"), stderr=subprocess.STDOUT)
+        stdout=open(log, "ab"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 180
     while True:
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
                 if r.status == 200:
-                    break
+                    return url, proc
         except OSError:
             pass
         if proc.poll() is not None or time.time() > deadline:
             proc.kill()
-            pytest.fail(f"MLflow server did not start: {(root / 'server.log').read_text()[-2000:]}")
+            pytest.fail(f"MLflow server did not start: {log.read_text()[-2000:]}")
         time.sleep(0.5)
-    yield url
+
+
+def stop_process(proc, timeout: float = 20) -> None:
+    import subprocess
+
     proc.terminate()
-    proc.wait(timeout=30)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory) -> str:
+    """A real MLflow tracking server (sqlite backend, proxied artifacts) on 127.0.0.1."""
+    url, proc = start_mlflow_server(tmp_path_factory.mktemp("mlflow"))
+    yield url
+    stop_process(proc)
+
+
+def _pg_bin(name: str) -> str | None:
+    import glob
+    import shutil
+
+    found = shutil.which(name) or sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return found if isinstance(found, str) else (found[-1] if found else None)
+
+
+@pytest.fixture(scope="session")
+def postgres_uri():
+    """A real PostgreSQL server (Debian's postgresql, installed by scripts/setup.sh) on 127.0.0.1 with a fresh
+    cluster in a temporary folder; run as the `postgres` user when the tests run as root (PostgreSQL refuses root)."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+    import time
+
+    initdb, postgres = _pg_bin("initdb"), _pg_bin("postgres")
+    if not (initdb and postgres):
+        pytest.fail("PostgreSQL binaries not found (scripts/setup.sh installs Debian's postgresql)")
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    root = Path(tempfile.mkdtemp(prefix="whisperline-pg-"))
+    if as_user:
+        shutil.chown(root, "postgres", "postgres")
+    data, port = root / "data", free_port()
+    subprocess.run([*as_user, initdb, "-D", str(data), "-U", "mlflow", "-A", "trust", "-E", "UTF8", "--no-sync"],
+                   check=True, capture_output=True)
+    proc = subprocess.Popen([*as_user, postgres, "-D", str(data), "-k", str(root), "-p", str(port),
+                             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+                            stdout=open(os.devnull, "wb"), stderr=subprocess.STDOUT)
+    import psycopg2
+
+    deadline = time.time() + 60
+    while True:
+        try:
+            conn = psycopg2.connect(host="127.0.0.1", port=port, user="mlflow", dbname="postgres")
+            break
+        except psycopg2.OperationalError:
+            if proc.poll() is not None or time.time() > deadline:
+                pytest.fail("PostgreSQL did not start")
+            time.sleep(0.5)
+    conn.autocommit = True
+    conn.cursor().execute("CREATE DATABASE mlflow")
+    conn.close()
+    yield f"postgresql://mlflow@127.0.0.1:{port}/mlflow"
+    stop_process(proc)
+    shutil.rmtree(root, ignore_errors=True)

@@ -52,8 +52,6 @@ def fit(train_loop: Callable[[dict], None], loop_config: dict[str, Any], *, name
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
-    from training.tracking import client
-
     trainer = TorchTrainer(
         train_loop,
         train_loop_config=loop_config,
@@ -67,12 +65,26 @@ def fit(train_loop: Callable[[dict], None], loop_config: dict[str, Any], *, name
     try:
         result = trainer.fit()
     except Exception as err:  # Ray Train V2 raises once FailureConfig's restarts are used up
-        client(tracking_uri).set_terminated(run_id, status="FAILED")
+        mark_failed(tracking_uri, run_id)
         raise TrainingFailed(f"{name}: training failed after {max_failures} restarts: {err}") from err
     if result.checkpoint is None:
-        client(tracking_uri).set_terminated(run_id, status="FAILED")
+        mark_failed(tracking_uri, run_id)
         raise TrainingFailed(f"{name}: training ended without a checkpoint")
     return result, time.perf_counter() - started
+
+
+def mark_failed(tracking_uri: str, run_id: str) -> None:
+    """Mark the MLflow run FAILED if the store answers; if it does not (the reason training failed, maybe), the run
+    stays unfinished, which a re-run reopens just the same: never an error that hides the training's own."""
+    import logging
+
+    from training.tracking import client
+
+    try:
+        client(tracking_uri).set_terminated(run_id, status="FAILED")
+    except Exception as err:  # noqa: BLE001 - best effort by design
+        logging.getLogger(__name__).warning("could not mark MLflow run %s FAILED (%s); it stays unfinished",
+                                            run_id, err)
 
 
 def all_reduce_mean(value: float) -> float:
@@ -111,8 +123,16 @@ class WorkerSetup:
         """Metrics into the run's MLflow record, from rank 0 only."""
         from training.tracking import log_metrics
 
+        from training.tracking import TrackingUnavailable
+
         if self.rank == 0 and self.run_id:
-            log_metrics(self.tracking_uri, self.run_id, metrics, step)
+            try:
+                log_metrics(self.tracking_uri, self.run_id, metrics, step)
+            except Exception as err:  # after MLflow's own (bounded) retries: stop rather than train unrecorded
+                raise TrackingUnavailable(
+                    f"rank 0 could not log step {step} to MLflow {self.tracking_uri} ({type(err).__name__}: "
+                    f"{str(err)[:300]}); the run stays unfinished and its last checkpoint is kept: re-run once the "
+                    "tracking server is back and it resumes") from err
 
     def system_metrics(self):
         """MLflow's system metrics sampler (CPU, memory, GPU if any) logging into the run, on rank 0 (``.finish()``

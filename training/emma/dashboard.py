@@ -20,7 +20,8 @@ SCORES = ("wer", "arwer", "al_ms", "laal_ms", "rtf", "loss")
 
 
 def trial_rows(tracking_uri: str, parent_run_id: str) -> list[dict[str, Any]]:
-    """One row per finished, evaluated child run: its parameters and final scores."""
+    """One row per finished, evaluated child run (FINISHED, with WER and AL): its parameters and final scores.
+    Unfinished or partly logged trials never reach the dashboard or the promotion rule."""
     from training.tracking import client
 
     c = client(tracking_uri)
@@ -30,7 +31,7 @@ def trial_rows(tracking_uri: str, parent_run_id: str) -> list[dict[str, Any]]:
     rows = []
     for run in runs:
         m, p = run.data.metrics, run.data.params
-        if run.info.status != "FINISHED" or "wer" not in m:
+        if run.info.status != "FINISHED" or "wer" not in m or "al_ms" not in m:
             continue
         row: dict[str, Any] = {"run_id": run.info.run_id, "trial": run.info.run_name}
         for k in PARAMS:

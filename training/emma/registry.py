@@ -24,6 +24,8 @@ class PromotionRefused(RuntimeError):
 
 
 def pick_best(rows: Sequence[dict[str, Any]], al_budget_ms: float | None) -> dict[str, Any]:
+    if not rows:
+        raise PromotionRefused("no finished trial with WER and AL to promote (unfinished trials never are)")
     eligible = [r for r in rows if al_budget_ms is None or r["al_ms"] <= al_budget_ms]
     if not eligible:
         raise PromotionRefused(f"no trial has AL ≤ {al_budget_ms} ms (best AL: "

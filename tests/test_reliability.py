@@ -1,0 +1,260 @@
+"""Reliability drills, all with real processes killed for real (SIGKILL: no clean-up runs):
+
+- a dataset build killed mid-assemble publishes nothing, and its re-run reuses the finished alignments;
+- concurrent builds on one dataset root publish one verified copy per version and never corrupt each other;
+- the pipeline process killed mid-training (MLflow on PostgreSQL): the re-run skips the finished stages and the
+  training resumes from its last checkpoint, losing at most one checkpoint interval;
+- the MLflow server killed mid-training: a bounded, clear failure, the run is not FINISHED, nothing is promoted;
+  with the server back, the re-run resumes and ends FINISHED with every step's metrics;
+- an unreachable tracking server stops the pipeline before any work; promotion refuses runs that did not finish.
+
+With ``WHISPERLINE_DRILL_REPORT`` set, each drill appends what it measured (JSON lines) for
+benchmarks/pipeline_smoke.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, copy_realspeech_subset, free_port, start_mlflow_server, stop_process
+
+pytestmark = pytest.mark.slow
+WL = [sys.executable, "-m", "flows.cli"]
+
+
+def _record(drill: str, **values) -> None:
+    if path := os.environ.get("WHISPERLINE_DRILL_REPORT"):
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"drill": drill, **values}) + "\n")
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The children report to the session's Prefect server and keep task results (the cache) under tmp_path."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(),
+           "PREFECT_LOCAL_STORAGE_PATH": str(tmp_path / "prefect-results"), "PYTHONUNBUFFERED": "1"}
+    env.pop("WHISPERLINE_CHAOS_KILL_AT", None)
+    return {**env, **extra}
+
+
+def _last_json(text: str) -> dict:
+    start = text.rfind("\n{")
+    return json.loads(text[start + 1 :] if start >= 0 else text)
+
+
+def _visible(name_dir: Path) -> list[Path]:
+    return sorted(p for p in name_dir.iterdir() if not p.name.startswith("."))
+
+
+def test_build_killed_mid_assemble_publishes_nothing_and_rerun_reuses_work(tmp_path, realspeech, prefect_server):
+    from data.assemble import verify_version
+
+    corpus = copy_realspeech_subset(tmp_path / "corpus", realspeech, {"ljspeech": 3, "cmu_arctic": 3})
+    root = tmp_path / "datasets"
+    cmd = [*WL, "data", "build", str(corpus), "--output-root", str(root), "--shard-size", "2", "--workers", "1",
+           "--name", "drill", "--config", "configs/smoke.yaml"]
+    killed = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600,
+                            env=_env(tmp_path, WHISPERLINE_CHAOS_KILL_AT="assemble.split_written"))
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    name_dir = root / "drill"
+    assert _visible(name_dir) == []  # no version folder, not even an incomplete one
+    hidden = list(name_dir.glob(".*.tmp-*"))
+    assert hidden and any((h / "shards").glob("*.tar") for h in hidden)  # it really died mid-write
+
+    t0 = time.perf_counter()
+    again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+    assert again.returncode == 0, again.stderr[-3000:]
+    summary = _last_json(again.stdout)
+    assert summary["counts"]["accepted"] == 6 and not summary["skipped"]
+    assert summary["aligned_now"] == 0 and summary["reused"] == 6  # the killed run's alignments are reused
+    assert not list(name_dir.glob(".*.tmp-*"))  # the dead build's hidden folder is cleaned up
+    assert [p.name for p in _visible(name_dir)] == [summary["version_id"]]
+    assert verify_version(Path(summary["version_dir"])) is not None
+    _record("build_killed_mid_assemble", visible_partial_versions=0, realigned_after_kill=summary["aligned_now"],
+            reused=summary["reused"], rerun_s=round(time.perf_counter() - t0, 1))
+
+
+def test_concurrent_builds_on_one_dataset_root(tmp_path, realspeech, prefect_server):
+    from data.assemble import verify_version
+
+    corpus = copy_realspeech_subset(tmp_path / "corpus", realspeech, {"ljspeech": 2, "cmu_arctic": 2})
+    root = tmp_path / "datasets"
+
+    def build(i: int, shard_size: int) -> subprocess.Popen:
+        return subprocess.Popen([*WL, "data", "build", str(corpus), "--output-root", str(root), "--name", "shared",
+                                 "--shard-size", str(shard_size), "--workers", "1", "--config", "configs/smoke.yaml"],
+                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=_env(tmp_path / f"p{i}"))
+
+    t0 = time.perf_counter()
+    procs = [build(0, 2), build(1, 2), build(2, 3)]  # two identical builds and one with another config, at once
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [o[1][-2000:] for o in outs]
+    same_a, same_b, other = (_last_json(o[0]) for o in outs)
+    assert same_a["version_id"] == same_b["version_id"] != other["version_id"]
+    assert same_a["shards"] == same_b["shards"]  # byte-identical content, whoever published it
+    versions = _visible(root / "shared")
+    assert sorted(v.name for v in versions) == sorted({same_a["version_id"], other["version_id"]})
+    assert all(verify_version(v) is not None for v in versions)
+    assert not list((root / "shared").glob(".*.tmp-*"))
+    _record("concurrent_builds", processes=3, versions=len(versions), all_verified=True,
+            wall_s=round(time.perf_counter() - t0, 1))
+
+
+def _drill_profile(tmp_path: Path, max_steps: int, every: int, stages: list[str]) -> Path:
+    profile = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
+    profile["pipeline"].update({
+        "n_synth": 12, "stages": stages, "output_root": str(tmp_path / "out"),
+        "hush_word": {"epochs": 1, "batch_size": 4, "splits": ["train", "dev", "test"], "experiment": "drill-hush"},
+        "finetune": {"max_steps": max_steps, "checkpoint_every": every, "warmup_steps": 1, "validation_limit": 2,
+                     "experiment": "drill-causal", "lora": {"r": 4}, "register_model": False}})
+    path = tmp_path / "drill.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    return path
+
+
+def _wait_for_step(c, experiment: str, min_step: int, proc: subprocess.Popen, timeout: float = 900) -> tuple[str, int]:
+    """(run id, newest logged step) once the experiment's run has logged `loss` at ``min_step`` or later."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, f"the process ended early ({proc.returncode})"
+        exp = c.get_experiment_by_name(experiment)
+        runs = c.search_runs([exp.experiment_id]) if exp else []
+        if runs:
+            steps = [m.step for m in c.get_metric_history(runs[0].info.run_id, "loss")]
+            if steps and max(steps) >= min_step:
+                return runs[0].info.run_id, max(steps)
+        time.sleep(1)
+    raise AssertionError(f"no step {min_step} logged within {timeout} s")
+
+
+def test_pipeline_killed_mid_training_resumes_on_rerun(tmp_path, postgres_uri, prefect_server):
+    """The whole pipeline process (its Ray cluster included) SIGKILLed while the causal training runs, with MLflow
+    on a real PostgreSQL database; the re-run recomputes nothing finished and resumes the training."""
+    from data.assemble import verify_version
+    from training.tracking import client
+
+    url, mlflow_proc = start_mlflow_server(tmp_path / "mlflow", backend_uri=postgres_uri)
+    try:
+        every, max_steps = 2, 8
+        profile = _drill_profile(tmp_path, max_steps, every, ["build_dataset", "train_hush_word", "finetune_causal"])
+        cmd = [*WL, "pipeline", "--config", str(profile), "--tracking-uri", url]
+        first = subprocess.Popen([*cmd, "--summary-json", str(tmp_path / "first.json")], cwd=REPO,
+                                 env=_env(tmp_path), start_new_session=True, stdout=subprocess.DEVNULL,
+                                 stderr=open(tmp_path / "first.log", "wb"))
+        c = client(url)
+        run_id, last_step = _wait_for_step(c, "drill-causal", every + 1, first)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        assert c.get_run(run_id).info.status == "RUNNING"  # killed: not FINISHED, not FAILED
+        hush_runs = c.search_runs([c.get_experiment_by_name("drill-hush").experiment_id])
+        assert [r.info.status for r in hush_runs] == ["FINISHED"]
+        for name_dir in _visible(tmp_path / "out" / "datasets"):
+            assert all(verify_version(v) is not None for v in _visible(name_dir))
+
+        t0 = time.perf_counter()
+        again = subprocess.run([*cmd, "--summary-json", str(tmp_path / "again.json")], cwd=REPO, env=_env(tmp_path),
+                               capture_output=True, text=True, timeout=900)
+        assert again.returncode == 0, again.stderr[-4000:]
+        rerun_s = time.perf_counter() - t0
+        summary = json.loads((tmp_path / "again.json").read_text())
+        assert summary["build_dataset"]["synthetic"]["skipped"]  # the dataset version is not rebuilt
+        assert len(c.search_runs([c.get_experiment_by_name("drill-hush").experiment_id])) == 1  # not retrained
+        runs = c.search_runs([c.get_experiment_by_name("drill-causal").experiment_id])
+        assert [r.info.run_id for r in runs] == [run_id] and runs[0].info.status == "FINISHED"
+        resumed = [m.value for m in c.get_metric_history(run_id, "resumed_from_step")]
+        assert resumed and resumed[-1] >= every and last_step - resumed[-1] <= every  # ≤ one checkpoint interval
+        assert {m.step for m in c.get_metric_history(run_id, "loss")} >= set(range(1, max_steps + 1))
+        _record("pipeline_killed_mid_training", mlflow_backend="postgresql", killed_after_step=last_step,
+                resumed_from_step=int(resumed[-1]), steps_lost=int(last_step - resumed[-1]),
+                checkpoint_every=every, rerun_s=round(rerun_s, 1), rerun_stage_s=summary["stage_s"])
+    finally:
+        stop_process(mlflow_proc)
+
+
+def test_mlflow_down_mid_training_fails_bounded_and_resumes(tmp_path, real_shards, prefect_server):
+    from training.tracking import client
+
+    port = free_port()
+    url, server = start_mlflow_server(tmp_path / "mlflow", port=port)
+    every, max_steps = 2, 8
+    cfg = {"finetune": {"model": "tiny.en", "chunk_ms": 300, "splits": ["train"], "validation_splits": ["train"],
+                        "max_steps": max_steps, "checkpoint_every": every, "warmup_steps": 1, "batch_size": 2,
+                        "validation_limit": 1, "lora": {"r": 4}, "num_workers": 2, "max_failures": 1,
+                        "experiment": "drill-mlflow-down", "register_model": False,
+                        "storage_path": str(tmp_path / "ray"), "output_dir": str(tmp_path / "adapters")}}
+    (tmp_path / "ft.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [*WL, "finetune", str(real_shards), "--validation", str(real_shards), "--config", str(tmp_path / "ft.yaml"),
+           "--tracking-uri", url]
+    bounded = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+    try:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=_env(tmp_path, **bounded), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        c = client(url)
+        run_id, last_step = _wait_for_step(c, "drill-mlflow-down", every + 1, proc)
+        stop_process(server)  # the tracking server goes away mid-training
+        t0 = time.perf_counter()
+        _, err = proc.communicate(timeout=600)
+        fail_s = time.perf_counter() - t0
+        assert proc.returncode != 0
+        assert "could not log step" in err and "re-run once the tracking server is back" in err
+        url, server = start_mlflow_server(tmp_path / "mlflow", port=port)  # same database, same port
+        assert c.get_run(run_id).info.status != "FINISHED"
+        assert c.search_registered_models(filter_string="name LIKE '%drill%'") == []
+
+        again = subprocess.run(cmd, cwd=REPO, env=_env(tmp_path, **bounded), capture_output=True, text=True,
+                               timeout=900)
+        assert again.returncode == 0, again.stderr[-4000:]
+        run = c.get_run(run_id)
+        assert run.info.status == "FINISHED" and "val_wer" in run.data.metrics
+        assert {m.step for m in c.get_metric_history(run_id, "loss")} >= set(range(1, max_steps + 1))
+        resumed = [m.value for m in c.get_metric_history(run_id, "resumed_from_step")]
+        assert resumed and resumed[-1] >= every
+        _record("mlflow_down_mid_training", failed_after_s=round(fail_s, 1), killed_after_step=last_step,
+                resumed_from_step=int(resumed[-1]), http_retries=2, final_status=run.info.status)
+    finally:
+        stop_process(server)
+
+
+def test_unreachable_tracking_server_stops_the_pipeline_before_any_work(tmp_path, prefect_server):
+    from configs.pipeline import load_pipeline_config
+    from flows.pipeline import pipeline
+    from training.tracking import TrackingUnavailable
+
+    cfg = load_pipeline_config("configs/smoke.yaml", output_root=str(tmp_path / "out"),
+                               tracking_uri=f"http://127.0.0.1:{free_port()}")
+    t0 = time.perf_counter()
+    with pytest.raises(TrackingUnavailable, match="not reachable"):
+        pipeline(config=cfg)
+    assert not (tmp_path / "out").exists()  # no corpus, no dataset, no training started
+    _record("mlflow_unreachable_at_start", error="TrackingUnavailable", failed_after_s=round(time.perf_counter() - t0, 1))
+
+
+def test_promotion_refuses_unfinished_trials(tmp_path, mlflow_server):
+    """Only FINISHED trials with all their scores can win: a sweep whose trials did not finish promotes nothing."""
+    from training.emma.dashboard import trial_rows
+    from training.emma.registry import PromotionRefused, promote
+    from training.tracking import client
+
+    c = client(mlflow_server)
+    exp = c.create_experiment(f"drill-promote-{tmp_path.name}")
+    parent = c.create_run(exp, run_name="sweep").info.run_id
+    for status, metrics in (("RUNNING", {"wer": 0.01, "al_ms": 500.0}), ("FAILED", {"wer": 0.02, "al_ms": 400.0}),
+                            ("FINISHED", {"wer": 0.03})):  # the finished one lacks al_ms
+        run = c.create_run(exp, tags={"mlflow.parentRunId": parent}).info.run_id
+        for k, v in metrics.items():
+            c.log_metric(run, k, v)
+        c.set_terminated(run, status=status) if status != "RUNNING" else None
+    assert trial_rows(mlflow_server, parent) == []
+    with pytest.raises(PromotionRefused, match="no finished trial"):
+        promote(mlflow_server, parent, f"drill-model-{tmp_path.name}", al_budget_ms=None)
+    assert c.search_registered_models(filter_string=f"name = 'drill-model-{tmp_path.name}'") == []
