@@ -16,7 +16,7 @@ setup:
 	@bash scripts/setup.sh
 
 run: setup
-	$(VENV)/bin/whisperline run $(if $(REAL),--realspeech $(REALSPEECH))
+	$(VENV)/bin/whisperline run $(if $(REAL),--realspeech $(REALSPEECH)) $(if $(SUMMARY),--summary-json $(SUMMARY))
 
 test: setup
 	WHISPERLINE_REALSPEECH=$(REALSPEECH) $(VENV)/bin/pytest -q

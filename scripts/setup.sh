@@ -4,11 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v espeak-ng >/dev/null 2>&1 || ! ldconfig -p | grep -q libespeak-ng; then
-  echo "[setup] installing espeak-ng (Debian) for the synthetic corpus"
+# Debian packages: espeak-ng (the synthetic corpus), postgresql (the tests' MLflow backend store, next to sqlite)
+missing=()
+{ command -v espeak-ng >/dev/null 2>&1 && ldconfig -p | grep -q libespeak-ng; } || missing+=(espeak-ng libespeak-ng1)
+{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || missing+=(postgresql)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[setup] installing ${missing[*]} (Debian)"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq espeak-ng libespeak-ng1 >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 PY=${PYTHON:-python3}

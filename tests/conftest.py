@@ -10,6 +10,16 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def record_drill(drill: str, **values) -> None:
+    """A reliability drill's measurements, appended (JSON lines) to ``$WHISPERLINE_DRILL_REPORT`` when it is set:
+    benchmarks/pipeline_smoke.py collects them into its result file."""
+    import json
+
+    if path := os.environ.get("WHISPERLINE_DRILL_REPORT"):
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"drill": drill, **values}) + "\n")
+
+
 def realspeech_root() -> Path:
     root = Path(os.environ.get("WHISPERLINE_REALSPEECH", "../shared/data/realspeech"))
     return root if root.is_absolute() else (REPO / root).resolve()

@@ -16,6 +16,8 @@ from training.lora import adapter_state_dict, load_adapter
 from training.tracking import client
 from training.weights import load_model
 
+from conftest import record_drill
+
 pytestmark = pytest.mark.slow
 
 
@@ -48,6 +50,8 @@ def test_two_worker_run_survives_a_killed_worker(fault_run, mlflow_server, real_
     # resumed from the checkpoint at step 2, not from scratch
     resumed = c.get_metric_history(summary["run_id"], "resumed_from_step")
     assert [m.value for m in resumed] == [2.0]
+    record_drill("ray_worker_killed", killed_rank=1, killed_at_step=3, resumed_from_step=2, steps_lost=1,
+                 checkpoint_every=cfg.checkpoint_every, final_status=run.info.status)
     losses = c.get_metric_history(summary["run_id"], "loss")
     assert {m.step for m in losses} == set(range(1, cfg.max_steps + 1))
     assert all(torch.isfinite(torch.tensor(m.value)) for m in losses)

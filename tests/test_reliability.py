@@ -24,16 +24,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, copy_realspeech_subset, free_port, start_mlflow_server, stop_process
+from conftest import REPO, copy_realspeech_subset, free_port, record_drill, start_mlflow_server, stop_process
 
 pytestmark = pytest.mark.slow
 WL = [sys.executable, "-m", "flows.cli"]
-
-
-def _record(drill: str, **values) -> None:
-    if path := os.environ.get("WHISPERLINE_DRILL_REPORT"):
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"drill": drill, **values}) + "\n")
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -79,7 +73,7 @@ def test_build_killed_mid_assemble_publishes_nothing_and_rerun_reuses_work(tmp_p
     assert not list(name_dir.glob(".*.tmp-*"))  # the dead build's hidden folder is cleaned up
     assert [p.name for p in _visible(name_dir)] == [summary["version_id"]]
     assert verify_version(Path(summary["version_dir"])) is not None
-    _record("build_killed_mid_assemble", visible_partial_versions=0, realigned_after_kill=summary["aligned_now"],
+    record_drill("build_killed_mid_assemble", visible_partial_versions=0, realigned_after_kill=summary["aligned_now"],
             reused=summary["reused"], rerun_s=round(time.perf_counter() - t0, 1))
 
 
@@ -106,7 +100,7 @@ def test_concurrent_builds_on_one_dataset_root(tmp_path, realspeech, prefect_ser
     assert sorted(v.name for v in versions) == sorted({same_a["version_id"], other["version_id"]})
     assert all(verify_version(v) is not None for v in versions)
     assert not list((root / "shared").glob(".*.tmp-*"))
-    _record("concurrent_builds", processes=3, versions=len(versions), all_verified=True,
+    record_drill("concurrent_builds", processes=3, versions=len(versions), all_verified=True,
             wall_s=round(time.perf_counter() - t0, 1))
 
 
@@ -174,7 +168,7 @@ def test_pipeline_killed_mid_training_resumes_on_rerun(tmp_path, postgres_uri, p
         resumed = [m.value for m in c.get_metric_history(run_id, "resumed_from_step")]
         assert resumed and resumed[-1] >= every and last_step - resumed[-1] <= every  # ≤ one checkpoint interval
         assert {m.step for m in c.get_metric_history(run_id, "loss")} >= set(range(1, max_steps + 1))
-        _record("pipeline_killed_mid_training", mlflow_backend="postgresql", killed_after_step=last_step,
+        record_drill("pipeline_killed_mid_training", mlflow_backend="postgresql", killed_after_step=last_step,
                 resumed_from_step=int(resumed[-1]), steps_lost=int(last_step - resumed[-1]),
                 checkpoint_every=every, rerun_s=round(rerun_s, 1), rerun_stage_s=summary["stage_s"])
     finally:
@@ -219,7 +213,7 @@ def test_mlflow_down_mid_training_fails_bounded_and_resumes(tmp_path, real_shard
         assert {m.step for m in c.get_metric_history(run_id, "loss")} >= set(range(1, max_steps + 1))
         resumed = [m.value for m in c.get_metric_history(run_id, "resumed_from_step")]
         assert resumed and resumed[-1] >= every
-        _record("mlflow_down_mid_training", failed_after_s=round(fail_s, 1), killed_after_step=last_step,
+        record_drill("mlflow_down_mid_training", failed_after_s=round(fail_s, 1), killed_after_step=last_step,
                 resumed_from_step=int(resumed[-1]), http_retries=2, final_status=run.info.status)
     finally:
         stop_process(server)
@@ -236,7 +230,7 @@ def test_unreachable_tracking_server_stops_the_pipeline_before_any_work(tmp_path
     with pytest.raises(TrackingUnavailable, match="not reachable"):
         pipeline(config=cfg)
     assert not (tmp_path / "out").exists()  # no corpus, no dataset, no training started
-    _record("mlflow_unreachable_at_start", error="TrackingUnavailable", failed_after_s=round(time.perf_counter() - t0, 1))
+    record_drill("mlflow_unreachable_at_start", error="TrackingUnavailable", failed_after_s=round(time.perf_counter() - t0, 1))
 
 
 def test_promotion_refuses_unfinished_trials(tmp_path, mlflow_server):
