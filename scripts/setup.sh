@@ -21,15 +21,23 @@ PY=${PYTHON:-python3}
 
 stamp=.venv/.installed-$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
+  # uv (from PyPI, into the venv) installs the ~250 packages in seconds where pip takes minutes; pip is the
+  # fallback. uv does not read pip's config: the machine's find-links (where the CPU torch wheel lies) is passed on.
+  if .venv/bin/pip install -q "uv>=0.5,<1" 2>/dev/null; then
+    links=$(.venv/bin/pip config get global.find-links 2>/dev/null || true)
+    install() { .venv/bin/uv pip install -q --python .venv/bin/python ${links:+--find-links "$links"} "$@"; }
+  else
+    install() { .venv/bin/pip install -q "$@"; }
+  fi
   # torch first: on this machine kind `torch==2.13.0` resolves to the CPU wheel on disk; an
   # unpinned torch would pull several GB of CUDA packages.
-  .venv/bin/pip install -q "torch==2.13.0"
-  .venv/bin/pip install -q -e ".[dev]"
+  install "torch==2.13.0"
+  install -e ".[dev]"
   # simuleval (the latency metrics' reference implementation, used by tests to cross-check ours)
   # pins tqdm==4.64.1 and a source-only bitarray: install it without its pins, plus what its
   # scorers import.
-  .venv/bin/pip install -q --no-deps "simuleval==1.1.4" "TextGrid==1.6.1"
-  .venv/bin/pip install -q "sacrebleu==2.6.0"
+  install --no-deps "simuleval==1.1.4" "TextGrid==1.6.1"
+  install "sacrebleu==2.6.0"
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

@@ -14,6 +14,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
+def _drain_api_workers(timeout_s: float = 30) -> None:
+    """Send the queued logs and events while the server still runs: left for interpreter exit, they would meet a
+    stopped server and retry for over a minute ("Error logging to API")."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        worker.drain_all(timeout=timeout_s, at_exit=False)
+
+
 @contextmanager
 def prefect_api() -> Iterator[str]:
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -30,7 +40,10 @@ def prefect_api() -> Iterator[str]:
     os.environ["PREFECT_API_URL"] = server.api_url
     try:
         with temporary_settings({PREFECT_API_URL: server.api_url}):
-            yield server.api_url
+            try:
+                yield server.api_url
+            finally:
+                _drain_api_workers()
     finally:
         if previous is None:
             os.environ.pop("PREFECT_API_URL", None)

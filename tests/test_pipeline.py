@@ -69,6 +69,10 @@ def test_deployment_file_names_real_entrypoints():
     for deployment in spec["deployments"]:
         module, name = deployment["entrypoint"].split(":")
         flow = getattr(importlib.import_module(module.removesuffix(".py").replace("/", ".")), name)
-        assert set(deployment.get("parameters", {})) <= set(flow.parameters.properties)
+        params = deployment.get("parameters", {})
+        assert set(params) <= set(flow.parameters.properties)
+        assert set(flow.parameters.required or []) <= set(params)  # a scheduled run has all it needs
+        if "profile" in params:
+            load_pipeline_config(params["profile"])  # the profile it names is valid
         for schedule in deployment.get("schedules", []):
             assert len(schedule["cron"].split()) == 5
