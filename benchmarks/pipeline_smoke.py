@@ -42,6 +42,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--skip-drills", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temporary clone")
+    ap.add_argument("--drill-report", type=Path, help="use this drills.jsonl of an earlier run instead of rerunning")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="wl-fresh-"))
@@ -67,7 +68,10 @@ def main() -> None:
                  "CTranslate2 → openai-whisper weight conversion (empty WHISPERLINE_CACHE)",
     }
     drills: list[dict] = []
-    if not args.skip_drills:
+    if args.drill_report:
+        drills = [json.loads(line) for line in args.drill_report.read_text().splitlines()]
+        payload["drills_pytest"] = {"from": str(args.drill_report)}
+    elif not args.skip_drills:
         report = work / "drills.jsonl"
         t0 = time.perf_counter()
         proc = subprocess.run([str(REPO / ".venv/bin/pytest"), "-q", "-p", "no:cacheprovider", *DRILL_TESTS],

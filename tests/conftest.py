@@ -108,8 +108,6 @@ def start_mlflow_server(root: Path, backend_uri: str | None = None, port: int | 
     under ``root``); (url, process) once /health answers."""
     import subprocess
     import sys
-    import time
-    import urllib.request
 
     root.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
@@ -120,17 +118,26 @@ def start_mlflow_server(root: Path, backend_uri: str | None = None, port: int | 
          "--artifacts-destination", str(root / "artifacts")],
         stdout=open(log, "ab"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
+    wait_http(f"{url}/health", proc, log, "MLflow server", timeout=180)
+    return url, proc
+
+
+def wait_http(url: str, proc, log: Path, what: str, timeout: float = 120, headers: dict | None = None) -> None:
+    """Until ``url`` answers 200; a clear failure with the log's tail if ``proc`` exits or time runs out."""
+    import time
+    import urllib.request
+
+    deadline = time.time() + timeout
     while True:
         try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=2) as r:
                 if r.status == 200:
-                    return url, proc
+                    return
         except OSError:
             pass
         if proc.poll() is not None or time.time() > deadline:
             proc.kill()
-            pytest.fail(f"MLflow server did not start: {log.read_text()[-2000:]}")
+            pytest.fail(f"{what} did not start: {log.read_text()[-2000:]}")
         time.sleep(0.5)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, free_port, stop_process
+from conftest import REPO, free_port, stop_process, wait_http
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,6 @@ def ray_head():
     ports; terminating the blocking process takes the whole cluster down (never `ray stop`: that would kill every
     Ray process on the machine)."""
     import secrets
-    import urllib.request
 
     temp = tempfile.mkdtemp(prefix="rayh-")  # short: Ray's unix sockets live there
     port, dash = free_port(), free_port()
@@ -41,18 +40,7 @@ def ray_head():
                             stdout=open(Path(temp) / "head.log", "wb"), stderr=subprocess.STDOUT,
                             start_new_session=True)
     url, headers = f"http://127.0.0.1:{dash}", {"Authorization": f"Bearer {token}"}
-    deadline = time.time() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(urllib.request.Request(f"{url}/api/version", headers=headers), timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            pytest.fail(f"ray head did not start: {(Path(temp) / 'head.log').read_text()[-2000:]}")
-        time.sleep(1)
+    wait_http(f"{url}/api/version", proc, Path(temp) / "head.log", "ray head", headers=headers)
     yield url, headers
     stop_process(proc, timeout=60)
 
