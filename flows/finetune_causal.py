@@ -31,7 +31,7 @@ def finetune_causal(config: FinetuneConfig, chunk_sizes: list[int], random_chunk
             m = s["metrics"]
             rows.append({"variant": s["variant"], "chunk_ms": s["chunk_ms"], "steps": m.get("step"),
                          "train_wall_s": s["train_wall_s"], "sample_points_per_s": m.get("sample_points_per_s"),
-                         "val_wer": m.get("val_wer"), "val_arwer": m.get("val_arwer"),
+                         "val_wer": m.get("val_wer"), "val_arwer": m.get("val_arwer"), "val_al_ms": m.get("val_al_ms"),
                          "registered": f"{s['registered_model']} v{s['registered_version']}",
                          "run_id": s["run_id"], "adapter_dir": s["adapter_dir"], "status": "ok"})
         else:

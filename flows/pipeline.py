@@ -49,7 +49,7 @@ def evaluate_summary(stages: dict) -> list[dict]:
     rows = []
     for r in stages.get("finetune_causal", []):
         rows.append({"system": f"causal LoRA {r['variant']} (stability rule)", "wer": r.get("val_wer"),
-                     "arwer": r.get("val_arwer"), "al_ms": None, "model": r.get("registered")})
+                     "arwer": r.get("val_arwer"), "al_ms": r.get("val_al_ms"), "model": r.get("registered")})
     sweep = stages.get("sweep_emma")
     if sweep:
         for r in sweep["dashboard_rows"]:
