@@ -37,6 +37,7 @@ class PipelineConfig(BaseModel):
     tracking_uri: str | None = None
     num_workers: int = Field(2, ge=1)
     al_budget_ms: float | None = Field(None, gt=0, description="promotion rule; default: the causal run's AL")
+    lock_timeout_s: float = Field(6 * 3600, ge=0, description="how long to wait for another pipeline on output_root")
     dataset: DatasetConfig = DatasetConfig()
     hush_word: dict = Field(default_factory=dict)
     finetune: dict = Field(default_factory=dict)

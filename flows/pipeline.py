@@ -10,6 +10,8 @@ is read back from MLflow; changing only the sweep space re-runs only the sweep a
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from prefect import flow, task
@@ -59,8 +61,39 @@ def evaluate_summary(stages: dict) -> list[dict]:
     return rows
 
 
+class PipelineBusy(RuntimeError):
+    """Another pipeline holds the output root (its datasets, adapters, checkpoints) for longer than allowed."""
+
+
+@contextmanager
+def output_root_lock(config: PipelineConfig) -> Iterator[None]:
+    """One pipeline at a time per output root: a second one waits (up to ``lock_timeout_s``), then finds the first
+    one's stages finished and skips them, instead of training the same run keys side by side into the same
+    checkpoint folders. (Dataset builds are safe on their own: versions publish atomically under a lock.)"""
+    from filelock import FileLock, Timeout
+
+    root = Path(config.output_root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(root / ".pipeline.lock"))
+    try:
+        lock.acquire(timeout=config.lock_timeout_s)
+    except Timeout as err:
+        raise PipelineBusy(f"another pipeline has held {root} for more than {config.lock_timeout_s:.0f} s "
+                           f"(lock file {lock.lock_file}); wait for it or use another output_root") from err
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 @flow(name="whisperline-pipeline", log_prints=True)
 def pipeline(config: PipelineConfig, realspeech: str | None = None) -> dict:
+    preflight(config)
+    with output_root_lock(config):
+        return _stages(config, realspeech)
+
+
+def _stages(config: PipelineConfig, realspeech: str | None) -> dict:
     started = time.perf_counter()
     times: dict[str, float] = {}
     out: dict = {}
@@ -72,7 +105,6 @@ def pipeline(config: PipelineConfig, realspeech: str | None = None) -> dict:
         return result
 
     # build_dataset runs serially as a subflow; `whisperline data build` is the parallel path for large corpora
-    preflight(config)
     root = Path(config.output_root).resolve()
     corpus = synthesize_corpus(str(root), config.n_synth)
     data_cfg = config.dataset.model_copy(update={"name": "synth"})

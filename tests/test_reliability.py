@@ -252,3 +252,22 @@ def test_promotion_refuses_unfinished_trials(tmp_path, mlflow_server):
     with pytest.raises(PromotionRefused, match="no finished trial"):
         promote(mlflow_server, parent, f"drill-model-{tmp_path.name}", al_budget_ms=None)
     assert c.search_registered_models(filter_string=f"name = 'drill-model-{tmp_path.name}'") == []
+
+
+def test_a_second_pipeline_on_the_same_root_waits_for_the_first(tmp_path, mlflow_server, prefect_server):
+    """Whole pipelines on one output root take turns (file lock); one that cannot get it in time says so before
+    any work."""
+    from filelock import FileLock
+
+    from configs.pipeline import load_pipeline_config
+    from flows.pipeline import PipelineBusy, pipeline
+
+    out = tmp_path / "out"
+    cfg = load_pipeline_config("configs/smoke.yaml", output_root=str(out), tracking_uri=mlflow_server,
+                               lock_timeout_s=2)
+    out.mkdir()
+    with FileLock(str(out / ".pipeline.lock")):  # what a running pipeline holds
+        with pytest.raises(PipelineBusy, match="another pipeline"):
+            pipeline(config=cfg)
+    assert [p.name for p in out.iterdir()] == [".pipeline.lock"]  # no corpus, dataset or run was started
+    record_drill("pipeline_lock", waited_s=2, outcome="PipelineBusy before any work")
