@@ -35,8 +35,13 @@ def ray_head():
     ray_bin = str(Path(sys.executable).parent / "ray")
     proc = subprocess.Popen([ray_bin, "start", "--head", "--block", "--port", str(port), "--num-cpus", "3",
                              "--node-ip-address", "127.0.0.1", "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
-                             "--dashboard-port",
-                             str(dash), "--temp-dir", temp, "--disable-usage-stats"], env=env,
+                             "--dashboard-port", str(dash), "--temp-dir", temp, "--disable-usage-stats",
+                             # every port its own: another Ray on this machine (the session's) holds the defaults,
+                             # e.g. the dashboard agent's 52365, and the job agent would never come up
+                             *[a for flag in ("--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
+                                              "--runtime-env-agent-port", "--metrics-export-port",
+                                              "--ray-client-server-port") for a in (flag, str(free_port()))]],
+                            env=env,
                             stdout=open(Path(temp) / "head.log", "wb"), stderr=subprocess.STDOUT,
                             start_new_session=True)
     url, headers = f"http://127.0.0.1:{dash}", {"Authorization": f"Bearer {token}"}
@@ -62,8 +67,16 @@ def test_finetune_runs_unchanged_as_a_job_on_a_started_cluster(tmp_path, ray_hea
                   f"--tracking-uri {mlflow_server}")
     url, headers = ray_head
     jobs = JobSubmissionClient(url, headers=headers)
-    job = jobs.submit_job(entrypoint=entrypoint, runtime_env={"env_vars": {
-        "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOCAL_STORAGE_PATH": str(tmp_path / "results")}})
+    env_vars = {"PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOCAL_STORAGE_PATH": str(tmp_path / "results")}
+    deadline = time.time() + 120
+    while True:  # the head's job agent registers a little after the dashboard answers ("No available agent")
+        try:
+            job = jobs.submit_job(entrypoint=entrypoint, runtime_env={"env_vars": env_vars})
+            break
+        except RuntimeError as err:
+            if "No available agent" not in str(err) or time.time() > deadline:
+                raise
+            time.sleep(2)
     deadline = time.time() + 900
     while (status := jobs.get_job_status(job)) not in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}:
         assert time.time() < deadline, "job did not finish"
