@@ -188,7 +188,8 @@ def test_mlflow_down_mid_training_fails_bounded_and_resumes(tmp_path, real_shard
                         "storage_path": str(tmp_path / "ray"), "output_dir": str(tmp_path / "adapters")}}
     (tmp_path / "ft.yaml").write_text(yaml.safe_dump(cfg))
     cmd = [*WL, "finetune", str(real_shards), "--config", str(tmp_path / "ft.yaml"), "--tracking-uri", url]
-    bounded = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+    bounded = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+               "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}  # a server shutting down can hold a request until timeout
     try:
         proc = subprocess.Popen(cmd, cwd=REPO, env=_env(tmp_path, **bounded), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
