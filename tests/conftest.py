@@ -116,7 +116,10 @@ def start_mlflow_server(root: Path, backend_uri: str | None = None, port: int | 
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
          "--backend-store-uri", backend_uri or f"sqlite:///{root / 'mlflow.db'}", "--serve-artifacts",
          "--artifacts-destination", str(root / "artifacts")],
-        stdout=open(log, "ab"), stderr=subprocess.STDOUT)
+        stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+        # MLflow 3's server also starts three huey job consumers (GenAI evaluation jobs, ~250 MB and a CPU burst
+        # each) that nothing here uses: on a 2-core machine they slow every test that starts a server.
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
     url = f"http://127.0.0.1:{port}"
     wait_http(f"{url}/health", proc, log, "MLflow server", timeout=180)
     return url, proc

@@ -154,7 +154,10 @@ def test_batched_decoder_equals_whisper_on_truncated_audio(audio, tokenizer):
         n = toks.shape[1]
         for row, frames in ((0, 45), (1, feats.shape[1])):
             ref = model.decoder(toks[row : row + 1], feats[:, :frames])[0]
-            assert (logits[row * n : (row + 1) * n] - ref).abs().max().item() < 1e-4
+            # other matmul shapes than whisper's decoder: float32 rounding relative to the logits' scale
+            # (the bound of tests/test_causal_encoder.py), not a fixed absolute tolerance that holds on some CPUs only
+            diff = (logits[row * n : (row + 1) * n] - ref).abs().max().item()
+            assert diff <= 1e-4 * ref.abs().max().item(), diff
 
 
 def _utt(key: str, audio: np.ndarray, tokens: list[int], ends: list[int]) -> TrainUtterance:

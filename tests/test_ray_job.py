@@ -4,8 +4,11 @@ runs the unchanged CLI; it finds the cluster through RAY_ADDRESS, which the job 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -14,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, free_port, stop_process, wait_http
+from conftest import REPO, free_port, wait_http
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +50,16 @@ def ray_head():
     url, headers = f"http://127.0.0.1:{dash}", {"Authorization": f"Bearer {token}"}
     wait_http(f"{url}/api/version", proc, Path(temp) / "head.log", "ray head", headers=headers)
     yield url, headers
-    stop_process(proc, timeout=60)
+    # SIGKILL to the session the head leads: on SIGTERM `ray start --block` stops its services one by one (~30 s
+    # on this machine); every process of this cluster runs in that session (raylet, GCS, dashboard, workers), so
+    # none should outlive it; any process still naming the cluster's temp dir is killed too
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    left = subprocess.run(["pgrep", "-f", temp], capture_output=True, text=True).stdout.split()
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_finetune_runs_unchanged_as_a_job_on_a_started_cluster(tmp_path, ray_head, real_shards, mlflow_server,

@@ -109,8 +109,10 @@ def _drill_profile(tmp_path: Path, max_steps: int, every: int, stages: list[str]
     profile["pipeline"].update({
         "n_synth": 12, "stages": stages, "output_root": str(tmp_path / "out"),
         "hush_word": {"epochs": 1, "batch_size": 4, "splits": ["train", "dev", "test"], "experiment": "drill-hush"},
-        "finetune": {"max_steps": max_steps, "checkpoint_every": every, "warmup_steps": 1, "validation_limit": 2,
-                     "experiment": "drill-causal", "lora": {"r": 4}, "register_model": False}})
+        # one Train worker: what the drill tests (kill, resume from the checkpoint) does not depend on DDP, which
+        # the 2-worker drills of test_finetune_ray.py and test_ray_job.py cover; a second worker costs ~20 s a start
+        "finetune": {"max_steps": max_steps, "checkpoint_every": every, "warmup_steps": 1, "validation_limit": 1,
+                     "num_workers": 1, "experiment": "drill-causal", "lora": {"r": 4}, "register_model": False}})
     path = tmp_path / "drill.yaml"
     path.write_text(yaml.safe_dump(profile))
     return path
@@ -139,7 +141,7 @@ def test_pipeline_killed_mid_training_resumes_on_rerun(tmp_path, postgres_uri, p
 
     url, mlflow_proc = start_mlflow_server(tmp_path / "mlflow", backend_uri=postgres_uri)
     try:
-        every, max_steps = 2, 8
+        every, max_steps = 2, 6  # killed after step 3 is seen: steps 4-6 leave room to kill it mid-training
         profile = _drill_profile(tmp_path, max_steps, every, ["build_dataset", "train_hush_word", "finetune_causal"])
         cmd = [*WL, "pipeline", "--config", str(profile), "--tracking-uri", url]
         first = subprocess.Popen([*cmd, "--summary-json", str(tmp_path / "first.json")], cwd=REPO,
@@ -180,10 +182,10 @@ def test_mlflow_down_mid_training_fails_bounded_and_resumes(tmp_path, real_shard
 
     port = free_port()
     url, server = start_mlflow_server(tmp_path / "mlflow", port=port)
-    every, max_steps = 2, 6
+    every, max_steps = 2, 6  # the server dies after step 3 (one Train worker: see _drill_profile)
     cfg = {"finetune": {"model": "tiny.en", "chunk_ms": 300, "splits": ["train"], "validation_splits": ["train"],
                         "max_steps": max_steps, "checkpoint_every": every, "warmup_steps": 1, "batch_size": 2,
-                        "validation_limit": 1, "lora": {"r": 4}, "num_workers": 2, "max_failures": 0,
+                        "validation_limit": 1, "lora": {"r": 4}, "num_workers": 1, "max_failures": 0,
                         "experiment": "drill-mlflow-down", "register_model": False,
                         "storage_path": str(tmp_path / "ray"), "output_dir": str(tmp_path / "adapters")}}
     (tmp_path / "ft.yaml").write_text(yaml.safe_dump(cfg))

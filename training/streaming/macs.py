@@ -7,7 +7,7 @@ of weights): biases, LayerNorm, GELU, softmax, scaling, residual adds. One MAC =
 ``torch.utils.flop_counter`` terms.
 
 ``row_multiple`` / ``key_multiple`` reproduce the padding that :class:`~training.streaming.encoder.CausalEncoder`
-adds for bit-exactness (query/matmul rows to a multiple of 4, keys to a multiple of 512): the default (1, 1) counts
+executes (query/matmul rows to a multiple of 4, keys to a multiple of 16, or 512 with ``exact=True``): the default (1, 1) counts
 the useful work only.
 """
 

@@ -1,0 +1,44 @@
+"""The numerical equivalence tests again under every CPU kernel path this machine can emulate (issue 14).
+
+Which SIMD path ATen, oneDNN and MKL take depends on the CPU a test lands on; results that agree only bit for bit
+on one of them are not portable. Each case re-runs the streaming-vs-full encoder tests and the batched-decoder
+test in a fresh interpreter with the dispatch capped by environment variables (they are read once, at start-up,
+hence the subprocess), so a tolerance that holds on one path only fails here, on any machine.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+PATHS = {
+    "aten-default": {"ATEN_CPU_CAPABILITY": "default"},  # scalar ATen kernels
+    "aten-avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
+    "aten-avx512": {"ATEN_CPU_CAPABILITY": "avx512"},  # = the best path where the CPU has no AVX-512
+    "onednn-avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "mkl-avx2": {"MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+}
+SELECTED = [
+    "tests/test_causal_encoder.py::test_streaming_equals_full_masked_forward",
+    "tests/test_causal_encoder.py::test_streaming_exact_with_two_threads",
+    "tests/test_causal_encoder.py::test_stream_irregular_mel_feeds",
+    "tests/test_causal_encoder.py::test_lora_layers_are_used",
+    "tests/test_causal_encoder.py::test_fast_mode_and_batched_forward",
+    "tests/test_causal_encoder.py::test_tolerance_catches_bugs",
+    "tests/test_finetune_units.py::test_batched_decoder_equals_whisper_on_truncated_audio",
+]
+
+
+@pytest.mark.parametrize("name", sorted(PATHS))
+def test_numerical_tests_pass_under_kernel_path(name, realspeech):
+    env = {**os.environ, **PATHS[name], "WHISPERLINE_REALSPEECH": str(realspeech)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                           *SELECTED], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    capability = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+                                env=env, capture_output=True, text=True, timeout=120).stdout.strip()
+    assert proc.returncode == 0, f"{name} (ATen capability {capability}):\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}"
+    assert " passed" in proc.stdout and "skipped" not in proc.stdout
