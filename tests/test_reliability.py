@@ -107,12 +107,13 @@ def test_concurrent_builds_on_one_dataset_root(tmp_path, realspeech, prefect_ser
 def _drill_profile(tmp_path: Path, max_steps: int, every: int, stages: list[str]) -> Path:
     profile = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
     profile["pipeline"].update({
-        "n_synth": 12, "stages": stages, "output_root": str(tmp_path / "out"),
+        # one Ray Train worker per stage: what the drill tests (kill, resume from the checkpoint) does not depend
+        # on DDP, which the 2-worker drills of test_finetune_ray.py and test_ray_job.py cover; a second worker
+        # costs ~20 s per start on this machine
+        "n_synth": 12, "stages": stages, "output_root": str(tmp_path / "out"), "num_workers": 1,
         "hush_word": {"epochs": 1, "batch_size": 4, "splits": ["train", "dev", "test"], "experiment": "drill-hush"},
-        # one Train worker: what the drill tests (kill, resume from the checkpoint) does not depend on DDP, which
-        # the 2-worker drills of test_finetune_ray.py and test_ray_job.py cover; a second worker costs ~20 s a start
         "finetune": {"max_steps": max_steps, "checkpoint_every": every, "warmup_steps": 1, "validation_limit": 1,
-                     "num_workers": 1, "experiment": "drill-causal", "lora": {"r": 4}, "register_model": False}})
+                     "experiment": "drill-causal", "lora": {"r": 4}, "register_model": False}})
     path = tmp_path / "drill.yaml"
     path.write_text(yaml.safe_dump(profile))
     return path
