@@ -26,7 +26,9 @@ class DatasetConfig(BaseModel):
     min_duration_s: float = Field(0.2, ge=0)
     # Whisper sees at most 30 s; longer clips would be truncated silently by pad_or_trim.
     max_duration_s: float = Field(30.0, gt=0, le=30.0)
-    split_by: Literal["speaker", "utterance"] = "speaker"
+    # "auto": by speaker within a corpus that has several known speakers, by utterance within a single-speaker
+    # corpus (LJSpeech) or one whose speakers are unknown (a speaker split of one speaker holds nothing out).
+    split_by: Literal["auto", "speaker", "utterance"] = "auto"
     splits: dict[str, float] = Field(default_factory=lambda: {"train": 0.9, "dev": 0.05, "test": 0.05})
     split_salt: str = "whisperline-v1"
     align_batch_size: int = Field(16, ge=1, description="utterances per align task (Prefect tasks are coarse)")

@@ -56,7 +56,6 @@ class FinetuneConfig(JobConfig):
     margin_ms: int = Field(1000, ge=0, description="sample points up to the speech end plus this (silence)")
     lora: LoraSettings = LoraSettings()
 
-    validation_splits: tuple[str, ...] = ("train", "dev", "test")
     val_every: int = Field(0, ge=0, description="streaming validation every N steps (0: at the end only)")
 
     max_steps: int = Field(200, ge=1)

@@ -27,6 +27,9 @@ class JobConfig(BaseModel):
     validation_datasets: tuple[str, ...] = ()
     validation_splits: tuple[str, ...] = ("dev",)
     validation_limit: int | None = Field(None, ge=1, description="first N validation utterances (by key)")
+    # The leakage guard (data/leakage.py) refuses a run whose validation audio is in its training data; a smoke
+    # test may validate on its training utterances only by saying so, and its numbers are then tagged held-in.
+    allow_held_in_validation: bool = False
 
     num_workers: int = Field(2, ge=0, description="Ray Train workers")
     use_gpu: bool = False

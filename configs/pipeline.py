@@ -39,6 +39,10 @@ class PipelineConfig(BaseModel):
     al_budget_ms: float | None = Field(None, gt=0, description="promotion rule; default: the causal run's AL")
     lock_timeout_s: float = Field(6 * 3600, ge=0, description="how long to wait for another pipeline on output_root")
     dataset: DatasetConfig = DatasetConfig()
+    # Real speech (--realspeech): split by speaker where a corpus has several, by utterance where it has one; a
+    # large test share, because real speech is what the headline numbers are measured on (train trains, dev
+    # selects, test is only reported).
+    real_splits: dict[str, float] = Field(default_factory=lambda: {"train": 0.4, "dev": 0.2, "test": 0.4})
     hush_word: dict = Field(default_factory=dict)
     finetune: dict = Field(default_factory=dict)
     emma_sweep: dict = Field(default_factory=dict)
@@ -51,6 +55,10 @@ class PipelineConfig(BaseModel):
             raise ValueError(f"sweep_chunk_ms {self.sweep_chunk_ms} needs its causal adapter: add it to chunk_sizes")
         self.validate_stages()
         return self
+
+    def real_dataset(self) -> DatasetConfig:
+        """The build settings of the real speech: the profile's, with the speaker-aware split."""
+        return self.dataset.model_copy(update={"name": "realspeech", "split_by": "auto", "splits": self.real_splits})
 
     def _runtime(self) -> dict:
         return {"model": self.model, "tracking_uri": self.tracking_uri, "num_workers": self.num_workers}

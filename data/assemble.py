@@ -24,7 +24,7 @@ from data.corpus import sample_key
 from data.manifest import MANIFEST_SCHEMA, REJECTS_SCHEMA, write_table
 from data.records import Aligned, Reject
 from data.shards import ShardSample, canonical_json, write_split
-from data.splits import assign_split
+from data.splits import assign_split, split_groups
 from data.store import WorkStore
 from data.tokens import token_end_times, tokenizer_id, word_tokens
 from data.types import SAMPLE_RATE
@@ -47,9 +47,8 @@ def assemble(version_dir: Path, aligned: Sequence[Aligned], rejects: Sequence[Re
     tokenizer = tokenizer_id(cfg.tokenizer)
 
     by_split: dict[str, list[tuple[str, Aligned]]] = defaultdict(list)
-    for a in aligned:
-        item = a.prepared.scanned.item
-        group = item.speaker if cfg.split_by == "speaker" else item.utt_id
+    items = [a.prepared.scanned.item for a in aligned]
+    for a, item, group in zip(aligned, items, split_groups(items, cfg.split_by), strict=True):
         by_split[assign_split(group, cfg.splits, cfg.split_salt)].append((sample_key(item.utt_id), a))
 
     rows: list[dict] = []

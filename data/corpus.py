@@ -97,6 +97,22 @@ def _read_folders(root: Path) -> tuple[list[CorpusItem], list[ScanReject]]:
     return items, rejects
 
 
+# Speaker ids that public corpora put in their utterance ids, for folders without a speakers.tsv (so that a split
+# by speaker holds speakers out). Anything else: the folder name, i.e. one speaker per folder.
+_SPEAKER_IN_ID = (
+    re.compile(r"^cmu_us_(?P<speaker>[a-z]+)_[ab]\d{4}$"),  # CMU ARCTIC: cmu_us_aew_a0002
+    re.compile(r"^(?:ls-)?(?P<speaker>\d+)-\d+-\d+$"),  # LibriSpeech: 1272-128104-0000
+    re.compile(r"^(?:vctk-)?(?P<speaker>p\d{3})_\d{3}"),  # VCTK: p225_001
+)
+
+
+def speaker_from_id(utt_id: str) -> str | None:
+    for pattern in _SPEAKER_IN_ID:
+        if m := pattern.match(utt_id):
+            return m.group("speaker")
+    return None
+
+
 def read_folder(folder: Path) -> tuple[list[CorpusItem], list[ScanReject]]:
     """One corpus folder: transcripts.tsv + audio files (in wav/ or beside the tsv)."""
     audio_dir = folder / "wav" if (folder / "wav").is_dir() else folder
@@ -113,7 +129,8 @@ def read_folder(folder: Path) -> tuple[list[CorpusItem], list[ScanReject]]:
         if path is None:
             rejects.append(ScanReject(utt_id, str(audio_dir / f"{utt_id}.wav"), "missing_audio", "no audio file for this transcript line"))
             continue
-        items.append(CorpusItem(utt_id, str(path), text, speakers.get(utt_id, folder.name), folder.name))
+        speaker = speakers.get(utt_id) or speaker_from_id(utt_id) or folder.name
+        items.append(CorpusItem(utt_id, str(path), text, speaker, folder.name))
     for stem, path in audio.items():
         if stem not in seen:
             rejects.append(ScanReject(stem, str(path), "missing_transcript", "audio file has no line in transcripts.tsv"))

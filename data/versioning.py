@@ -15,11 +15,15 @@ from data.records import Reject, Scanned
 _ROOT = Path(__file__).resolve().parent.parent
 
 
-@lru_cache(maxsize=1)
-def code_version() -> str:
-    """Package version + hash of the source files that shape a dataset (data/, configs/dataset.py)."""
+@lru_cache(maxsize=8)
+def code_version(*folders: str) -> str:
+    """Package version + hash of the source files that shape a result: by default a dataset's (data/,
+    configs/dataset.py); ``folders`` (relative to the repository) for others, e.g. a training run's."""
     digest = hashlib.sha256()
-    files = sorted((_ROOT / "data").rglob("*.py")) + [_ROOT / "configs" / "dataset.py"]
+    if folders:
+        files = sorted(p for f in folders for p in (_ROOT / f).rglob("*.py"))
+    else:
+        files = sorted((_ROOT / "data").rglob("*.py")) + [_ROOT / "configs" / "dataset.py"]
     for path in files:
         digest.update(path.relative_to(_ROOT).as_posix().encode())
         digest.update(path.read_bytes())

@@ -112,8 +112,7 @@ def _stages(config: PipelineConfig, realspeech: str | None) -> dict:
     datasets, validation = [synth["version_dir"]], [synth["version_dir"]]
     out["build_dataset"] = {"synthetic": synth}
     if realspeech:
-        real = build_dataset(corpus=realspeech, output_root=str(root / "datasets"),
-                             config=config.dataset.model_copy(update={"name": "realspeech"}))
+        real = build_dataset(corpus=realspeech, output_root=str(root / "datasets"), config=config.real_dataset())
         datasets.append(real["version_dir"])
         validation = [real["version_dir"]]
         out["build_dataset"]["realspeech"] = real

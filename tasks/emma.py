@@ -49,7 +49,12 @@ def open_sweep_run(sweep: SweepConfig) -> tuple[str, str, bool]:
     from training.tracking import finished_run
     from training.weights import checkpoint_sha256
 
-    tracking_uri = sweep.base.tracking_uri or default_tracking_uri()
+    from training.raytrain import check_held_out_data
+
+    base = sweep.base
+    held_in = check_held_out_data(base.datasets, base.splits, base.validation_datasets, base.validation_splits,
+                                  base.allow_held_in_validation)  # trials select on dev: never on training audio
+    tracking_uri = base.tracking_uri or default_tracking_uri()
     key = sweep_key(sweep)
     if done := finished_run(tracking_uri, sweep.experiment, key):
         get_run_logger().info("sweep %s already finished: run %s", key[:10], done)
@@ -57,7 +62,8 @@ def open_sweep_run(sweep: SweepConfig) -> tuple[str, str, bool]:
     tags = {"whisperline.kind": "emma-sweep", "base_model": sweep.base.model,
             "base_sha256": checkpoint_sha256(sweep.base.model), "git_commit": git_commit(),
             "dataset_versions": ",".join(dataset_ref(d)["version_id"] for d in sweep.base.datasets),
-            "eval_set": eval_set_id(sweep)}
+            "eval_set": eval_set_id(sweep),
+            "validation": f"held-in ({held_in} utterances seen in training)" if held_in else "held-out"}
     params = {**flatten(sweep.model_dump(mode="json", exclude={"base"})),
               **flatten(sweep.base.model_dump(mode="json"), "base.")}
     run_id, resumed = open_run(tracking_uri, sweep.experiment, key, f"emma-sweep-{key[:10]}", tags, params)

@@ -36,8 +36,8 @@ def sweep_result(prefect_server, real_shards, ray_cluster, mlflow_server, identi
 
     tmp = tmp_path_factory.mktemp("sweep")
     base = EmmaConfig(datasets=(str(real_shards),), validation_datasets=(str(real_shards),), validation_limit=2,
-                      validation_splits=("train",), adapter_dir=str(identity_adapter), max_steps=3, log_every=1,
-                      batch_size=2, beta_ramp_steps=2, tracking_uri=mlflow_server)
+                      validation_splits=("train",), allow_held_in_validation=True, adapter_dir=str(identity_adapter),
+                      max_steps=3, log_every=1, batch_size=2, beta_ramp_steps=2, tracking_uri=mlflow_server)
     sweep = SweepConfig(base=base, t_emma=(0.2, 0.6), lambda_latency=(0.1, 1.0), lambda_variance=(0.0,),
                         max_concurrent_trials=2, policy_store=str(tmp / "policies"), storage_path=str(tmp / "tune"),
                         experiment="test-emma-sweep")

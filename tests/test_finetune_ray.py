@@ -22,7 +22,9 @@ pytestmark = pytest.mark.slow
 
 
 def _config(real_shards: Path, tmp_path: Path, tracking_uri: str, **kw) -> FinetuneConfig:
+    # the 6-utterance fixture is all `train`: validation on it is held-in, and says so (leakage guard)
     values = dict(datasets=(str(real_shards),), validation_datasets=(str(real_shards),), validation_limit=1,
+                  validation_splits=("train",), allow_held_in_validation=True,
                   max_steps=5, checkpoint_every=2, batch_size=2, warmup_steps=1, lora={"r": 4},
                   num_workers=2, max_failures=1, storage_path=str(tmp_path / "ray"),
                   output_dir=str(tmp_path / "adapters"), tracking_uri=tracking_uri, experiment="test-causal")

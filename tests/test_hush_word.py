@@ -99,8 +99,8 @@ def test_ray_train_job_bounds_registers_and_serves(prefect_server, real_shards, 
     from flows.hush_word import run_hush_word_flow
     from training.tracking import client
 
-    cfg = HushWordConfig(datasets=(str(real_shards),), validation_splits=("train",), validation_limit=2, epochs=2,
-                         batch_size=1, average_best=2, amplitude_bound=0.002, lr=1e-2, num_workers=2,
+    cfg = HushWordConfig(datasets=(str(real_shards),), validation_splits=("train",), allow_held_in_validation=True,
+                         validation_limit=2, epochs=2, batch_size=1, average_best=2, amplitude_bound=0.002, lr=1e-2, num_workers=2,
                          storage_path=str(tmp_path / "ray"), output_dir=str(tmp_path / "hush"),
                          tracking_uri=mlflow_server, experiment="test-hush")
     result = run_hush_word_flow(cfg, str(realspeech), eval_skip=33, eval_limit=1)

@@ -17,7 +17,7 @@ PROFILE = "configs/smoke.yaml"
 def _config(tmp_path, mlflow_server, **kw):
     return load_pipeline_config(
         PROFILE, output_root=str(tmp_path), tracking_uri=mlflow_server, n_synth=12,
-        hush_word={"epochs": 1, "batch_size": 4, "splits": ["train", "dev", "test"], "experiment": "test-pipe-hush"},
+        hush_word={"epochs": 1, "batch_size": 4, "splits": ["train"], "experiment": "test-pipe-hush"},
         finetune={"max_steps": 4, "checkpoint_every": 2, "warmup_steps": 1, "validation_limit": 2,
                   "experiment": "test-pipe-causal", "lora": {"r": 4}},
         emma_sweep={"base": {"max_steps": 2, "log_every": 1, "validation_limit": 2}, "t_emma": [0.4],

@@ -111,7 +111,7 @@ def _drill_profile(tmp_path: Path, max_steps: int, every: int, stages: list[str]
         # on DDP, which the 2-worker drills of test_finetune_ray.py and test_ray_job.py cover; a second worker
         # costs ~20 s per start on this machine
         "n_synth": 12, "stages": stages, "output_root": str(tmp_path / "out"), "num_workers": 1,
-        "hush_word": {"epochs": 1, "batch_size": 4, "splits": ["train", "dev", "test"], "experiment": "drill-hush"},
+        "hush_word": {"epochs": 1, "batch_size": 4, "splits": ["train"], "experiment": "drill-hush"},
         "finetune": {"max_steps": max_steps, "checkpoint_every": every, "warmup_steps": 1, "validation_limit": 1,
                      "experiment": "drill-causal", "lora": {"r": 4}, "register_model": False}})
     path = tmp_path / "drill.yaml"
@@ -185,6 +185,7 @@ def test_mlflow_down_mid_training_fails_bounded_and_resumes(tmp_path, real_shard
     url, server = start_mlflow_server(tmp_path / "mlflow", port=port)
     every, max_steps = 2, 6  # the server dies after step 3 (one Train worker: see _drill_profile)
     cfg = {"finetune": {"model": "tiny.en", "chunk_ms": 300, "splits": ["train"], "validation_splits": ["train"],
+                        "allow_held_in_validation": True,
                         "max_steps": max_steps, "checkpoint_every": every, "warmup_steps": 1, "batch_size": 2,
                         "validation_limit": 1, "lora": {"r": 4}, "num_workers": 1, "max_failures": 0,
                         "experiment": "drill-mlflow-down", "register_model": False,

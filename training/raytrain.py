@@ -37,12 +37,28 @@ def storage_uri(path: str) -> str:
 
 
 def run_key(config_hash: str, datasets: Sequence[str], validation_datasets: Sequence[str] = ()) -> str:
-    """What a run learns: its config hash plus the version ids of its training and validation data."""
+    """What a run learns: its config hash, the version ids of its training and validation data, and the code that
+    trains (a fixed objective or data reader must not silently reuse an adapter trained by the old code)."""
+    from data.versioning import code_version
     from training.causal.data import dataset_ref
 
     train = [dataset_ref(d)["version_id"] for d in datasets]
     val = [dataset_ref(d)["version_id"] for d in validation_datasets]
-    return hashlib.sha256(f"{config_hash}|{','.join(train)}|{','.join(val)}".encode()).hexdigest()
+    code = code_version(*TRAINING_CODE)
+    return hashlib.sha256(f"{config_hash}|{','.join(train)}|{','.join(val)}|{code}".encode()).hexdigest()
+
+
+# What shapes a trained adapter, hush word or policy (and its logged validation numbers): the training and
+# streaming code, the configs and the data readers.
+TRAINING_CODE = ("training", "configs", "data")
+
+
+def check_held_out_data(datasets: Sequence[str], splits: Sequence[str], held_out: Sequence[str],
+                        held_out_splits: Sequence[str], allow_held_in: bool) -> int:
+    """The leakage guard before any training (``data.leakage``); the count of held-in validation utterances."""
+    from data.leakage import check_held_out
+
+    return check_held_out(datasets, splits, held_out, held_out_splits, allow=allow_held_in)
 
 
 def fit(train_loop: Callable[[dict], None], loop_config: dict[str, Any], *, name: str, num_workers: int,

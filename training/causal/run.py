@@ -19,7 +19,7 @@ from typing import Any
 
 from configs.finetune import FinetuneConfig
 from training.causal.data import dataset_ref
-from training.raytrain import TrainingFailed, ensure_ray, fit
+from training.raytrain import TrainingFailed, check_held_out_data, ensure_ray, fit
 from training.raytrain import run_key as dataset_run_key
 from training.tracking import audio_signature, default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
 
@@ -59,12 +59,15 @@ def run_finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     from training.tracking import client
 
     cfg = cfg.resolved_paths()
+    held_in = check_held_out_data(cfg.datasets, cfg.splits, cfg.validation_datasets, cfg.validation_splits,
+                                  cfg.allow_held_in_validation)
     meta = run_meta(cfg)
     tracking_uri = cfg.tracking_uri or default_tracking_uri()
     name = run_name(cfg)
     tags = {"whisperline.kind": "causal-lora", "base_model": cfg.model, "base_sha256": meta["base_sha256"],
             "git_commit": meta["git_commit"], "config_hash": meta["config_hash"], "variant": cfg.variant,
-            "dataset_versions": ",".join(d["version_id"] for d in meta["datasets"])}
+            "dataset_versions": ",".join(d["version_id"] for d in meta["datasets"]),
+            "validation": f"held-in ({held_in} utterances seen in training)" if held_in else "held-out"}
     params = {**flatten(cfg.model_dump(mode="json")), "tau0_ms_resolved": str(cfg.resolved_tau0_ms),
               **{f"dataset.{i}.{k}": str(v) for i, d in enumerate(meta["datasets"]) for k, v in d.items()}}
     run_id, resumed = open_run(tracking_uri, cfg.experiment, meta["run_key"], name, tags, params)
