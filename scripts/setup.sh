@@ -37,6 +37,8 @@ if [ ! -f "$stamp" ]; then
   # pins tqdm==4.64.1 and a source-only bitarray: install it without its pins, plus what its
   # scorers import.
   install --no-deps "simuleval==1.1.4" "TextGrid==1.6.1"
+  # the real streaming peers (pyproject extra "peers"), without whisperlivekit's server/torchaudio dependencies
+  install --no-deps "whisperlivekit==0.2.26" "librosa==0.11.0" "lazy-loader==0.6" "pooch==1.9.0" "decorator==5.3.1"
   install "sacrebleu==2.6.0"
   rm -f .venv/.installed-*
   touch "$stamp"

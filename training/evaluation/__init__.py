@@ -1,0 +1,1 @@
+"""Evaluation against external systems (the real public streaming peers)."""
