@@ -92,7 +92,8 @@ def sweep_dashboard(tracking_uri: str, parent_run_id: str, references: dict[str,
     c.log_metric(parent_run_id, "trials_evaluated", len(rows))
     c.log_metric(parent_run_id, "pareto_trials", len(front))
     c.log_metric(parent_run_id, "best_wer", min(r["wer"] for r in rows))
-    c.log_metric(parent_run_id, "min_al_ms", min(r["al_ms"] for r in rows))
+    if eligible := [r for r in rows if r["eligible"]]:  # a hallucinating trial's (negative) AL is no lag record
+        c.log_metric(parent_run_id, "min_al_ms", min(r["al_ms"] for r in eligible))
     return rows
 
 

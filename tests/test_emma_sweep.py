@@ -73,10 +73,12 @@ def test_dashboard_files_on_the_parent_run_and_pareto_is_consistent(sweep_result
     names = {Path(a.path).name for a in client(mlflow_server).list_artifacts(result["parent_run_id"], "dashboard")}
     assert {"wer_al_pareto.png", "parallel_coordinates.png", "trials.md", "trials.html", "trials.json"} <= names
     rows = result["dashboard_rows"]
-    for r in rows:  # a Pareto row is dominated by no other row; a non-Pareto row by at least one
+    eligible = [r for r in rows if r["eligible"]]  # WER within the cap of the reference, AL not negative
+    for r in rows:  # a Pareto row is eligible and dominated by no eligible row; a non-Pareto row is not
         dominated = any(o["al_ms"] <= r["al_ms"] and o["wer"] <= r["wer"] and (o["al_ms"] < r["al_ms"] or
-                                                                             o["wer"] < r["wer"]) for o in rows)
-        assert r["pareto"] == (not dominated)
+                                                                             o["wer"] < r["wer"]) for o in eligible)
+        assert r["pareto"] == (r["eligible"] and not dominated)
+        assert r["eligible"] == (r["within_wer_cap"] and not r["al_negative"])
     out = tmp_path / "report"
     done = CliRunner().invoke(app, ["sweep", "report", result["parent_run_id"], "--tracking-uri", mlflow_server,
                                     "--out", str(out)])

@@ -302,3 +302,27 @@ def test_metrics_import_no_orchestration_frameworks():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+# ---------------------------------------------------------------------------------------------------- WER gate
+
+
+def test_wer_gate_and_pareto_front():
+    from training.metrics import WER_CAP_POINTS, pareto_front, reference_wer, wer_gate_limit, within_wer_cap
+
+    assert WER_CAP_POINTS == 0.05  # offline + 5 points (absolute)
+    assert within_wer_cap(0.12, 0.07) and not within_wer_cap(0.1201, 0.07)  # exactly offline + cap passes
+    assert within_wer_cap(0.10, 0.07, cap_points=0.03) and not within_wer_cap(0.10, 0.07, cap_points=0.02)
+    assert not within_wer_cap(float("nan"), 0.07) and not within_wer_cap(1.16, 0.07)
+    with pytest.raises(ValueError):
+        within_wer_cap(0.1, 0.07, cap_points=-0.01)
+    assert reference_wer([0.2, 0.1, 1.3], offline_wer=0.07) == 0.07
+    assert reference_wer([0.2, 0.1, float("nan")]) == 0.1  # no offline number: the best system
+    assert reference_wer([]) != reference_wer([])  # NaN: nothing to compare with
+    assert wer_gate_limit([0.2, 0.1]) == pytest.approx(0.15)
+    # (lag, WER): the third point is dominated by the second; the first is ineligible and cannot push others off
+    pts = [(-800.0, 1.16), (850.0, 0.08), (900.0, 0.09), (1000.0, 0.07)]
+    assert pareto_front(pts) == [True, True, False, True]
+    assert pareto_front(pts, [False, True, True, True]) == [False, True, False, True]
+    with pytest.raises(ValueError):
+        pareto_front(pts, [True])

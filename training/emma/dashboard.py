@@ -3,6 +3,18 @@
 From the parent run's child runs: a WER–AL scatter with the Pareto front (lower is better on both), a
 parallel-coordinates plot of the swept parameters and the scores, and the trial table as markdown, HTML and JSON,
 all logged to the parent run under ``dashboard/``.
+
+The WER gate (../shared/DESIGN.md, "Latency clock"): only trials whose WER ≤ reference WER + cap (default 5
+points) may be on the Pareto front or be promoted (``registry.pick_best``). A lag number says when words come out,
+not which: a trial that hallucinates (116 % WER) emits many words early and gets a small or negative AL, which
+used to put it on the front. The reference is the offline WER when the sweep recorded one (the ``offline_wer``
+metric of the parent run, logged by ``log_dashboard`` from a reference labelled "offline…"); otherwise the best
+WER among the trials, a weaker relative gate (see ``training.metrics.gate.reference_wer``).
+
+Negative AL is *flagged* (``al_negative``) and such a trial is kept off the front and out of promotion, not
+clamped: AL < 0 means the words came out ahead of AL's oracle that emits the reference at a uniform rate, which a
+causal recognizer only does by over-generating, so the number is not a lag at all; clamping it to 0 would instead
+make the trial the lowest-lag point, the very mistake the gate is there to stop.
 """
 
 from __future__ import annotations
@@ -14,18 +26,27 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from training.metrics.gate import WER_CAP_POINTS, pareto_front, reference_wer, within_wer_cap
+
+OFFLINE_WER_METRIC = "offline_wer"  # parent-run metric: the offline WER on the sweep's evaluation set
+
 PARAMS = ("t_emma", "lambda_latency", "lambda_variance", "lambda_alignment", "decision", "chunk_ms", "variant",
           "encoder")
 SCORES = ("wer", "arwer", "al_ms", "laal_ms", "rtf", "loss")
 
 
-def trial_rows(tracking_uri: str, parent_run_id: str) -> list[dict[str, Any]]:
-    """One row per finished, evaluated child run (FINISHED, with WER and AL): its parameters and final scores.
-    Unfinished or partly logged trials never reach the dashboard or the promotion rule."""
+def trial_rows(tracking_uri: str, parent_run_id: str, offline_wer: float | None = None,
+               wer_cap: float = WER_CAP_POINTS) -> list[dict[str, Any]]:
+    """One row per finished, evaluated child run (FINISHED, with WER and AL): its parameters and final scores,
+    gated and marked (``within_wer_cap``, ``al_negative``, ``eligible``, ``pareto``; see ``mark_pareto``).
+    Unfinished or partly logged trials never reach the dashboard or the promotion rule. ``offline_wer``
+    defaults to the parent run's ``offline_wer`` metric, if any."""
     from training.tracking import client
 
     c = client(tracking_uri)
     parent = c.get_run(parent_run_id)
+    if offline_wer is None:
+        offline_wer = parent.data.metrics.get(OFFLINE_WER_METRIC)
     runs = c.search_runs([parent.info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_run_id}'",
                          max_results=5000)
     rows = []
@@ -40,27 +61,61 @@ def trial_rows(tracking_uri: str, parent_run_id: str) -> list[dict[str, Any]]:
         row.update({k: m[k] for k in SCORES if k in m})
         rows.append(row)
     rows.sort(key=lambda r: (r.get("al_ms", 0), r["wer"]))
-    mark_pareto(rows)
+    mark_pareto(rows, offline_wer=offline_wer, wer_cap=wer_cap)
     return rows
 
 
-def mark_pareto(rows: Sequence[dict[str, Any]], x: str = "al_ms", y: str = "wer") -> None:
-    """Set ``pareto`` on each row: no other row is at least as good on both and better on one."""
+def gate_rows(rows: Sequence[dict[str, Any]], offline_wer: float | None = None, wer_cap: float = WER_CAP_POINTS,
+              x: str = "al_ms", y: str = "wer") -> float:
+    """Mark every row ``within_wer_cap`` (its WER ≤ reference + cap), ``al_negative`` (its ``x`` lag < 0) and
+    ``eligible`` (both fine: it may be on the front or be promoted); return the reference WER used (the offline
+    WER if given, else the best WER among the rows)."""
+    ref = reference_wer((r[y] for r in rows), offline_wer)
     for r in rows:
-        r["pareto"] = not any(o is not r and o[x] <= r[x] and o[y] <= r[y] and (o[x] < r[x] or o[y] < r[y])
-                              for o in rows)
+        r["within_wer_cap"] = within_wer_cap(r[y], ref, wer_cap)
+        r["al_negative"] = bool(r[x] < 0)
+        r["eligible"] = r["within_wer_cap"] and not r["al_negative"]
+    return ref
 
 
-def _scatter(rows: Sequence[dict], path: Path, references: dict[str, tuple[float, float]]) -> None:
+def mark_pareto(rows: Sequence[dict[str, Any]], x: str = "al_ms", y: str = "wer", *, offline_wer: float | None = None,
+                wer_cap: float = WER_CAP_POINTS) -> float:
+    """Set ``pareto`` on each row: it is eligible (``gate_rows``: WER within the cap, AL not negative) and no other
+    eligible row is at least as good on both and better on one. Returns the reference WER of the gate."""
+    ref = gate_rows(rows, offline_wer, wer_cap, x, y)
+    for r, on_front in zip(rows, pareto_front([(r[x], r[y]) for r in rows], [r["eligible"] for r in rows]),
+                           strict=True):
+        r["pareto"] = on_front
+    return ref
+
+
+def offline_reference_wer(references: dict[str, tuple[float, float]] | None) -> float | None:
+    """The WER of the reference labelled "offline…" (e.g. "offline Whisper (30 s pad)"), if there is one."""
+    for label, (_, wer) in (references or {}).items():
+        if label.strip().lower().startswith("offline"):
+            return float(wer)
+    return None
+
+
+def _scatter(rows: Sequence[dict], path: Path, references: dict[str, tuple[float, float]],
+             gate_wer: float | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    sc = ax.scatter([r["al_ms"] for r in rows], [100 * r["wer"] for r in rows], c=[r.get("t_emma", 0) for r in rows],
-                    cmap="viridis", s=40, zorder=3)
-    fig.colorbar(sc, ax=ax, label="t_emma")
+    kept = [r for r in rows if r.get("eligible", True)]
+    gated = [r for r in rows if not r.get("eligible", True)]
+    if kept:
+        sc = ax.scatter([r["al_ms"] for r in kept], [100 * r["wer"] for r in kept],
+                        c=[r.get("t_emma", 0) for r in kept], cmap="viridis", s=40, zorder=3)
+        fig.colorbar(sc, ax=ax, label="t_emma")
+    if gated:
+        ax.scatter([r["al_ms"] for r in gated], [100 * r["wer"] for r in gated], marker="x", c="grey", s=40,
+                   label="gated (WER over cap or AL < 0)", zorder=3)
+    if gate_wer is not None:
+        ax.axhline(100 * gate_wer, color="grey", ls="--", lw=1, label="WER gate", zorder=1)
     front = sorted((r for r in rows if r["pareto"]), key=lambda r: r["al_ms"])
     ax.plot([r["al_ms"] for r in front], [100 * r["wer"] for r in front], "r-", lw=1.5, label="Pareto front", zorder=2)
     for label, (al, wer) in references.items():
@@ -102,7 +157,7 @@ def _parallel(rows: Sequence[dict], path: Path) -> None:
 
 
 def _table(rows: Sequence[dict]) -> tuple[str, str]:
-    cols = ["trial", *PARAMS, *SCORES, "pareto"]
+    cols = ["trial", *PARAMS, *SCORES, "within_wer_cap", "al_negative", "pareto"]
     cols = [c for c in cols if any(c in r for r in rows)]
 
     def cell(v: Any) -> str:
@@ -117,12 +172,16 @@ def _table(rows: Sequence[dict]) -> tuple[str, str]:
     return "\n".join(md) + "\n", page
 
 
-def write_dashboard(rows: Sequence[dict], out_dir: Path, references: dict[str, tuple[float, float]] | None = None
-                    ) -> list[Path]:
+def write_dashboard(rows: Sequence[dict], out_dir: Path, references: dict[str, tuple[float, float]] | None = None,
+                    wer_cap: float = WER_CAP_POINTS, offline_wer: float | None = None) -> list[Path]:
+    """Write the plots and tables of gated rows (``trial_rows``). The WER gate line is drawn at reference + cap,
+    the reference being ``offline_wer``, else the offline entry of ``references``, else the best trial's WER."""
     if not rows:
         raise ValueError("no finished, evaluated trials to report")
     out_dir.mkdir(parents=True, exist_ok=True)
-    _scatter(rows, out_dir / "wer_al_pareto.png", references or {})
+    offline = offline_wer if offline_wer is not None else offline_reference_wer(references)
+    gate_wer = reference_wer((r["wer"] for r in rows), offline) + wer_cap
+    _scatter(rows, out_dir / "wer_al_pareto.png", references or {}, gate_wer)
     _parallel(rows, out_dir / "parallel_coordinates.png")
     md, page = _table(rows)
     (out_dir / "trials.md").write_text(md)
@@ -131,13 +190,22 @@ def write_dashboard(rows: Sequence[dict], out_dir: Path, references: dict[str, t
     return sorted(out_dir.iterdir())
 
 
-def log_dashboard(tracking_uri: str, parent_run_id: str, references: dict[str, tuple[float, float]] | None = None
-                  ) -> list[dict[str, Any]]:
-    """Rebuild the dashboard from the parent run's children and log it to the parent under ``dashboard/``."""
+def log_dashboard(tracking_uri: str, parent_run_id: str, references: dict[str, tuple[float, float]] | None = None,
+                  wer_cap: float = WER_CAP_POINTS) -> list[dict[str, Any]]:
+    """Rebuild the dashboard from the parent run's children and log it to the parent under ``dashboard/``.
+
+    An offline reference among ``references`` is also logged as the parent's ``offline_wer`` metric, so that the
+    promotion rule (which reads the rows back from MLflow) gates on the same offline WER."""
     from training.tracking import client
 
-    rows = trial_rows(tracking_uri, parent_run_id)
+    c = client(tracking_uri)
+    offline = offline_reference_wer(references)
+    if offline is not None:
+        c.log_metric(parent_run_id, OFFLINE_WER_METRIC, offline)
+    else:
+        offline = c.get_run(parent_run_id).data.metrics.get(OFFLINE_WER_METRIC)
+    rows = trial_rows(tracking_uri, parent_run_id, offline_wer=offline, wer_cap=wer_cap)
     with tempfile.TemporaryDirectory() as tmp:
-        write_dashboard(rows, Path(tmp), references)
-        client(tracking_uri).log_artifacts(parent_run_id, tmp, artifact_path="dashboard")
+        write_dashboard(rows, Path(tmp), references, wer_cap, offline)
+        c.log_artifacts(parent_run_id, tmp, artifact_path="dashboard")
     return rows

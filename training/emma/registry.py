@@ -1,6 +1,9 @@
 """Promotion of a sweep's best trial in the MLflow model registry, by aliases (stages are deprecated).
 
-Rule: the lowest WER among the finished trials whose AL is within ``al_budget_ms`` (ties: lower AL). The winner is
+Rule: the lowest WER among the finished trials that pass the WER gate (WER ≤ reference WER + cap, default 5 points;
+the reference is the sweep's offline WER, the parent run's ``offline_wer`` metric, else the best trial's WER) and
+whose AL is not negative and within ``al_budget_ms`` (ties: lower AL). Without the gate a hallucinating trial —
+many words, emitted early, AL < 0 — is the only one "within" a tight budget and wins it. The winner is
 logged as a pyfunc model in its trial run, registered, and gets the alias ``challenger``. ``champion`` moves to it
 only if it beats the current champion's WER on the same held-in evaluation (the ``eval_set`` tag: the evaluation
 data's version ids, splits and limit); otherwise the gate refuses and says why. Every promotion writes tags on the
@@ -14,7 +17,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from training.emma.dashboard import trial_rows
+from training.emma.dashboard import OFFLINE_WER_METRIC, trial_rows
+from training.metrics.gate import WER_CAP_POINTS, reference_wer, within_wer_cap
 
 CHALLENGER, CHAMPION = "challenger", "champion"
 
@@ -23,14 +27,32 @@ class PromotionRefused(RuntimeError):
     """No trial satisfies the rule."""
 
 
-def pick_best(rows: Sequence[dict[str, Any]], al_budget_ms: float | None) -> dict[str, Any]:
+def pick_best(rows: Sequence[dict[str, Any]], al_budget_ms: float | None, *, offline_wer: float | None = None,
+              wer_cap: float = WER_CAP_POINTS) -> dict[str, Any]:
+    """The rule's winner among ``rows`` (``wer``, ``al_ms``). The WER gate and the AL ≥ 0 check come first, so that
+    the AL budget only ever compares trials whose AL is a lag (see ``training.emma.dashboard``: negative AL is
+    flagged and excluded, not clamped, since clamping would make it the best AL)."""
     if not rows:
         raise PromotionRefused("no finished trial with WER and AL to promote (unfinished trials never are)")
-    eligible = [r for r in rows if al_budget_ms is None or r["al_ms"] <= al_budget_ms]
+    ref = reference_wer((r["wer"] for r in rows), offline_wer)
+    gated = [r for r in rows if within_wer_cap(r["wer"], ref, wer_cap) and not r["al_ms"] < 0]
+    if not gated:
+        raise PromotionRefused(f"no trial passes the WER gate (WER ≤ {ref:.4f} + {wer_cap} with AL ≥ 0; "
+                               f"best WER {min(r['wer'] for r in rows):.4f})")
+    eligible = [r for r in gated if al_budget_ms is None or r["al_ms"] <= al_budget_ms]
     if not eligible:
-        raise PromotionRefused(f"no trial has AL ≤ {al_budget_ms} ms (best AL: "
-                               f"{min((r['al_ms'] for r in rows), default=float('nan')):.0f} ms)")
+        raise PromotionRefused(f"no trial within the WER gate has AL ≤ {al_budget_ms} ms (best AL among them: "
+                               f"{min(r['al_ms'] for r in gated):.0f} ms)")
     return min(eligible, key=lambda r: (r["wer"], r["al_ms"]))
+
+
+def promotion_rule(al_budget_ms: float | None, rows: Sequence[dict[str, Any]], offline_wer: float | None,
+                   wer_cap: float = WER_CAP_POINTS) -> str:
+    """The rule as written on the model version's tags (with the gate's reference WER and where it came from)."""
+    ref = reference_wer((r["wer"] for r in rows), offline_wer)
+    source = "offline" if offline_wer is not None else "best trial"
+    return (f"lowest wer with al_ms <= {al_budget_ms} among trials with wer <= {ref:.4f} ({source}) + {wer_cap} "
+            f"and al_ms >= 0")
 
 
 def _signature():
@@ -65,22 +87,25 @@ def register_trial(tracking_uri: str, run_id: str, registered_name: str) -> str:
 
 
 def promote(tracking_uri: str, parent_run_id: str, registered_name: str, al_budget_ms: float | None,
-            user: str | None = None) -> dict[str, Any]:
+            user: str | None = None, wer_cap: float = WER_CAP_POINTS) -> dict[str, Any]:
     """Register the rule's winner as ``challenger``; move ``champion`` only if it is better. Returns the decision."""
     from mlflow.exceptions import MlflowException
 
     from training.tracking import client
 
     c = client(tracking_uri)
-    parent_tags = c.get_run(parent_run_id).data.tags
-    best = pick_best(trial_rows(tracking_uri, parent_run_id), al_budget_ms)
+    parent = c.get_run(parent_run_id)
+    parent_tags = parent.data.tags
+    offline_wer = parent.data.metrics.get(OFFLINE_WER_METRIC)  # logged by the dashboard from its references
+    rows = trial_rows(tracking_uri, parent_run_id, offline_wer=offline_wer, wer_cap=wer_cap)
+    best = pick_best(rows, al_budget_ms, offline_wer=offline_wer, wer_cap=wer_cap)
     version = register_trial(tracking_uri, best["run_id"], registered_name)
     eval_set = parent_tags.get("eval_set", "")
     tags = {"wer": best["wer"], "arwer": best.get("arwer"), "al_ms": best["al_ms"], "laal_ms": best.get("laal_ms"),
             "t_emma": best.get("t_emma"), "lambda_latency": best.get("lambda_latency"),
             "lambda_variance": best.get("lambda_variance"), "eval_set": eval_set,
             "dataset_versions": parent_tags.get("dataset_versions", ""), "sweep_run_id": parent_run_id,
-            "trial_run_id": best["run_id"], "rule": f"lowest wer with al_ms <= {al_budget_ms}",
+            "trial_run_id": best["run_id"], "rule": promotion_rule(al_budget_ms, rows, offline_wer, wer_cap),
             "promoted_by": user or getpass.getuser(), "promoted_at": datetime.now(UTC).isoformat(timespec="seconds")}
     for k, v in tags.items():
         c.set_model_version_tag(registered_name, version, k, str(v))

@@ -1,7 +1,9 @@
 """Evaluation metrics: WER / RWER / ARWER, SimulEval-compatible latency (AL, LAAL, DAL, AP), RTF, word
-emission latency. Pure functions (jiwer, numpy, Whisper's text normaliser); no Prefect/Ray/MLflow here."""
+emission latency, the WER gate for lag comparisons. Pure functions (jiwer, numpy, Whisper's text normaliser);
+no Prefect/Ray/MLflow here."""
 
 from training.metrics.emission import WordLatency, word_emission_latencies, word_emission_summary
+from training.metrics.gate import WER_CAP_POINTS, pareto_front, reference_wer, wer_gate_limit, within_wer_cap
 from training.metrics.latency import (
     average_lagging,
     average_proportion,
@@ -20,6 +22,7 @@ from training.metrics.text import ErrorCounts, error_counts, normalize, normaliz
 from training.metrics.wer import arwer, arwer_counts, rwer, rwer_counts, utterance_wer, wer, wer_counts
 
 __all__ = [
+    "WER_CAP_POINTS",
     "ErrorCounts",
     "WordLatency",
     "arwer",
@@ -36,7 +39,9 @@ __all__ = [
     "mean_rtf",
     "normalize",
     "normalized_words",
+    "pareto_front",
     "reference_length",
+    "reference_wer",
     "rtf",
     "rwer",
     "rwer_counts",
@@ -44,6 +49,8 @@ __all__ = [
     "utterance_wer",
     "wer",
     "wer_counts",
+    "wer_gate_limit",
+    "within_wer_cap",
     "word_emission_latencies",
     "word_emission_summary",
 ]

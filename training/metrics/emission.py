@@ -1,8 +1,9 @@
 """Per-word emission latency against forced-alignment word end times.
 
 latency(word) = emission_ms − ref_end_ms, for hypothesis words that the WER alignment marks as *correct*.
-``emission_ms`` is whatever the caller measures for the moment the word became visible: typically the audio
-consumed when it was first emitted plus the compute time spent up to then. Substituted, inserted and deleted
+``emission_ms`` is whatever the caller measures for the moment the word became visible: the streaming evaluator
+passes the real-time queue clock (finish time of the step that first committed it) and, for the
+computation-unaware lower bound, the audio consumed by that step. Substituted, inserted and deleted
 words have no counterpart and are left out (their count is reported so the coverage can be checked).
 
 Matching: each reference and emitted word is normalised on its own with Whisper's EnglishTextNormalizer

@@ -4,8 +4,11 @@ Conventions (speech input, text output, SimulEval's defaults ``--eval-latency-un
 
 * ``delays[i]``: ms of source audio *consumed* when target word i+1 was emitted (every word of one output
   chunk shares the chunk's delay; a final flush gets the full source length). Wall-clock time is not in it;
-  the computation-aware ("_CA") variants use ``elapsed[i] = delays[i] + wall ms since the stream started``
-  instead (:func:`computation_aware_delays`).
+  the computation-aware ("_CA") variants use ``elapsed[i]`` instead: any computation-aware emission time the
+  caller measures. SimulEval's own is ``delays[i] + cumulative wall ms`` (:func:`computation_aware_delays`);
+  the streaming evaluator passes the real-time queue clock (finish time of the step that committed the word,
+  ``training/streaming/events.py``), which does not charge a system that keeps up with real time for compute
+  that overlapped with waiting for audio. The formulas are the same for either.
 * ``source_length``: |X| in ms (``num_samples * 1000 / sample_rate``, :func:`source_length_ms`).
 * ``reference_length``: |Y| in words, SimulEval counts ``len(reference.split(" "))``
   (:func:`reference_length`). ``None`` means the hypothesis length (SimulEval's ``--no-use-ref-len`` or a
@@ -119,7 +122,8 @@ def average_proportion(delays: Sequence[float], source_length: float, reference_
 
 def computation_aware_delays(delays: Sequence[float], wall_ms_since_start: Sequence[float]) -> list[float]:
     """SimulEval's ``elapsed``: audio ms consumed plus wall-clock ms since the first source chunk was sent
-    (cumulative compute time when audio is fed as fast as it is processed)."""
+    (cumulative compute time when audio is fed as fast as it is processed). Kept for SimulEval compatibility;
+    the streaming evaluator uses the real-time queue clock instead (see the module docstring)."""
     if len(delays) != len(wall_ms_since_start):
         raise ValueError("delays and wall times differ in length")
     return [d + w for d, w in zip(delays, wall_ms_since_start, strict=True)]

@@ -1,17 +1,26 @@
-"""Every streaming metric from `StreamRecord`s, the same way for every system.
+"""Every streaming metric from `StreamRecord`s, the same way for every system, on one latency clock.
+
+The clock (`events.py`): a real-time queue — chunk k arrives at its audio time, its step starts at
+max(arrival, previous finish) and finishes after its measured compute; a word is emitted when the step that first
+commits it finishes.
 
 - WER: final text vs reference (Whisper's EnglishTextNormalizer + jiwer).
 - RWER / ARWER: the text shown after each step (`StreamRecord.snapshots`) against the reference prefix /
   the reference words that had ended by then (aligned word ends, e.g. pocketsphinx).
-- AL / LAAL / DAL (SimulEval 1.1 definitions): delay of each output word = audio consumed when it was
-  committed; the computation-aware variants (`*_CA`) add the wall time spent on the stream until then.
-- Word latency: committed-at time (computation-aware) minus the aligned end of the matching reference word.
-- Compute: per-step wall time (median / p90 over the feed steps), RTF = total compute / audio.
+- LAAL (the primary lag metric: over-generation cannot lower it), AL, DAL, AP (SimulEval 1.1 definitions): delay
+  of each output word = audio consumed when it was committed (computation-unaware); the `*_CA` variants use the
+  queue clock's emission time instead. AL can go negative when a system over-generates; compare lags only between
+  systems that pass the WER gate (`training.metrics.within_wer_cap`).
+- Word latency: queue emission − aligned end of the matching reference word (median / p90 / mean over matched
+  words); first-word latency: the same for the first matched reference word of each utterance; the
+  computation-unaware lower bound uses the audio consumed instead of the queue emission.
+- Compute: per-step wall time (median / p90 over the feed steps), RTF = total compute / audio, and the end lag:
+  how far behind real time each stream finishes (finish of its last step − audio end).
 """
 
 from __future__ import annotations
 
-import statistics
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,8 +39,8 @@ from training.metrics.text import ErrorCounts
 from training.streaming.events import StreamingRecognizer, StreamRecord, run_stream
 
 
-LATENCY_KEYS = {"AL": "al_ms", "LAAL": "laal_ms", "DAL": "dal_ms", "AP": "ap",
-                "AL_CA": "al_ca_ms", "LAAL_CA": "laal_ca_ms", "DAL_CA": "dal_ca_ms"}
+LATENCY_KEYS = {"LAAL": "laal_ms", "AL": "al_ms", "DAL": "dal_ms", "AP": "ap",
+                "LAAL_CA": "laal_ca_ms", "AL_CA": "al_ca_ms", "DAL_CA": "dal_ca_ms"}
 
 
 @dataclass(frozen=True)
@@ -42,27 +51,41 @@ class Utterance:
     words: tuple[tuple[str, int, int], ...]  # aligned reference words (word, start_ms, end_ms)
 
 
+def _r(value: float, digits: int) -> float:
+    return round(value, digits) if math.isfinite(value) else float("nan")
+
+
 def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utterance]) -> dict:
+    if len(records) != len(utterances):
+        raise ValueError(f"{len(records)} records for {len(utterances)} utterances")
     refs = [u.reference for u in utterances]
     hyps = [r.text for r in records]
     rw = sum((rwer_counts(r.snapshots(), u.reference) for r, u in zip(records, utterances)), ErrorCounts())
     aw = sum((arwer_counts(r.snapshots(), [(w, e) for w, _, e in u.words]) for r, u in zip(records, utterances)),
              ErrorCounts())
     latencies = []
-    word_lat = []
+    word_lat: list[float] = []  # queue clock
+    bound_lat: list[float] = []  # computation-unaware (audio consumed)
+    first_lat: list[float] = []  # first matched reference word of each utterance, queue clock
     for record, utt in zip(records, utterances, strict=True):
         finals = record.final_words()
+        ends = [(w, e) for w, _, e in utt.words]
         if finals:
             latencies.append(latency_scores([e.emission_ms for e in finals], record.audio_ms,
-                                            len(utt.reference.split()), elapsed=[e.elapsed_ms for e in finals]))
-        word_lat += [w.latency_ms for w in word_emission_latencies(
-            [(e.word, e.elapsed_ms) for e in finals], [(w, e) for w, _, e in utt.words])]
+                                            len(utt.reference.split()), elapsed=[e.emitted_ms for e in finals]))
+        on_clock = word_emission_latencies([(e.word, e.emitted_ms) for e in finals], ends)
+        word_lat += [w.latency_ms for w in on_clock]
+        if on_clock:
+            first_lat.append(on_clock[0].latency_ms)  # sorted by reference index
+        bound_lat += [w.latency_ms for w in word_emission_latencies([(e.word, e.emission_ms) for e in finals], ends)]
     feed_ms = [s.compute_ms for r in records for s in r.steps if not s.final]
     audio_s = sum(r.audio_ms for r in records) / 1000
     compute_s = sum(sum(r.compute_ms) for r in records) / 1000
+    end_lag = [r.lag_ms for r in records if r.steps]
     lat = corpus_latency(latencies)
-    chunk = latency_summary(feed_ms)
+    step = latency_summary(feed_ms)
     words = latency_summary(word_lat)
+    bound = latency_summary(bound_lat)
     return {
         "utterances": len(records),
         "audio_s": round(audio_s, 2),
@@ -70,13 +93,22 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
         "rwer": rw.rate,
         "arwer": aw.rate,
         **{name: round(lat[key], 2) for key, name in LATENCY_KEYS.items() if key in lat},
-        "rtf": round(compute_s / audio_s, 4),
-        "chunk_compute_ms_median": round(chunk["median"], 2),
-        "chunk_compute_ms_p90": round(chunk["p90"], 2),
-        "final_step_ms_median": round(statistics.median([r.steps[-1].compute_ms for r in records]), 2),
-        "word_latency_ms_mean": round(words["mean"], 1),
-        "word_latency_ms_median": round(words["median"], 1),
+        "word_latency_ms_median": _r(words["median"], 1),
+        "word_latency_ms_p90": _r(words["p90"], 1),
+        "word_latency_ms_mean": _r(words["mean"], 1),
+        "first_word_latency_ms_median": _r(latency_summary(first_lat)["median"], 1),
+        "word_latency_lower_bound_ms_median": _r(bound["median"], 1),
+        "word_latency_lower_bound_ms_p90": _r(bound["p90"], 1),
         "words_matched": len(word_lat),
+        "step_ms_median": _r(step["median"], 2),
+        "step_ms_p90": _r(step["p90"], 2),
+        # aliases of step_ms_*: benchmarks/streaming.py reads these names
+        "chunk_compute_ms_median": _r(step["median"], 2),
+        "chunk_compute_ms_p90": _r(step["p90"], 2),
+        "final_step_ms_median": _r(latency_summary([r.steps[-1].compute_ms for r in records if r.steps])["median"], 2),
+        "rtf": round(compute_s / audio_s, 4) if audio_s > 0 else float("nan"),
+        "end_lag_ms_median": _r(latency_summary(end_lag)["median"], 1),
+        "end_lag_ms_max": _r(max(end_lag), 1) if end_lag else float("nan"),
     }
 
 

@@ -4,17 +4,27 @@ A recognizer is fed audio chunk by chunk and answers, after each chunk, with its
 hypothesis split into a *committed* prefix (never revised again) and a *tentative* tail (may still
 change). `run_stream` turns that into word events and a `StreamRecord`, from which WER, RWER,
 ARWER, AL/LAAL/DAL, word latency and RTF are all computed the same way for every system
-(../shared/DESIGN.md, "Streaming engine").
+(../shared/DESIGN.md, "Latency clock").
 
-Times: `audio_ms` is the audio consumed when a step ended; `compute_ms` the wall time the step took.
-A word's emission time is the `audio_ms` of the step in which it was first committed; its
-computation-aware emission time adds the wall time spent on the stream up to then.
+The latency clock (one for every system): a real-time queue with one worker.
+- Step k's chunk *arrives* when its last sample has been spoken: `arrival_ms` = the audio consumed by the end
+  of that step (`Step.audio_ms`; the end-of-stream step arrives at the audio end).
+- It *starts* at max(arrival_k, finish_{k-1}): a worker cannot begin before the audio exists, nor before it
+  is done with the previous chunk. It *finishes* at start_k + compute_k (`compute_ms`: measured wall time).
+- A word event is emitted when the step that produced it finishes (`WordEvent.emitted_ms`). Its
+  computation-unaware lower bound is the arrival of that step (`WordEvent.emission_ms`: infinitely fast compute).
+
+Why a queue and not "audio consumed + cumulative compute" (the older `elapsed_ms`, kept as legacy): the
+cumulative clock charges a system that keeps up with real time (RTF < 1) all its past compute, although that
+compute overlapped with waiting for audio, so its latency drifts upward along the stream for no reason; a queue
+charges only the backlog a user would really wait for. A system slower than real time (RTF > 1) builds a backlog
+and its latency grows along the stream on both clocks — correctly.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -42,8 +52,12 @@ class WordEvent:
     index: int  # position of the word in the hypothesis
     word: str
     kind: Literal["partial", "final"]
-    emission_ms: float  # audio consumed when the event happened
-    elapsed_ms: float  # emission_ms + wall compute spent on the stream so far (computation-aware)
+    emission_ms: float  # computation-unaware: arrival (audio consumed) of the step that produced the event
+    emitted_ms: float  # the latency clock: finish time of that step on the real-time queue (computation-aware)
+    # LEGACY, not used by any metric: emission_ms + cumulative compute of the stream up to and including the step
+    # (SimulEval's "elapsed" when audio is fed as fast as it is processed). Always ≥ emitted_ms.
+    elapsed_ms: float
+    step: int = -1  # index of the step that produced the event in `StreamRecord.steps`
 
 
 class StreamingRecognizer(Protocol):
@@ -61,10 +75,44 @@ class StreamingRecognizer(Protocol):
 
 @dataclass
 class Step:
-    audio_ms: float
-    compute_ms: float
+    audio_ms: float  # audio consumed by the end of this step = the arrival time of its chunk's last sample
+    compute_ms: float  # wall time of the step
     hypothesis: Hypothesis
-    final: bool = False  # the end-of-stream step
+    final: bool = False  # the end-of-stream step (arrives at the audio end)
+
+    @property
+    def arrival_ms(self) -> float:
+        """When the step could begin at the earliest: its audio has been spoken."""
+        return self.audio_ms
+
+
+@dataclass(frozen=True, slots=True)
+class QueueTime:
+    """One step on the real-time queue (ms since the stream's first sample)."""
+
+    arrival_ms: float
+    start_ms: float  # max(arrival, previous finish)
+    finish_ms: float  # start + compute
+
+    @property
+    def wait_ms(self) -> float:
+        """Backlog: how long the chunk waited for the worker after it arrived."""
+        return self.start_ms - self.arrival_ms
+
+
+def queue_clock(arrival_ms: Sequence[float], compute_ms: Sequence[float]) -> list[QueueTime]:
+    """start_k = max(arrival_k, finish_{k-1}), finish_k = start_k + compute_k: one worker, chunks in order."""
+    if len(arrival_ms) != len(compute_ms):
+        raise ValueError("one compute time per arrival")
+    out: list[QueueTime] = []
+    finish = float("-inf")
+    for arrival, compute in zip(arrival_ms, compute_ms, strict=True):
+        if compute < 0:
+            raise ValueError(f"negative compute time {compute}")
+        start = max(float(arrival), finish)
+        finish = start + float(compute)
+        out.append(QueueTime(float(arrival), start, finish))
+    return out
 
 
 @dataclass
@@ -81,6 +129,17 @@ class StreamRecord:
     @property
     def compute_ms(self) -> list[float]:
         return [s.compute_ms for s in self.steps]
+
+    @property
+    def queue(self) -> list[QueueTime]:
+        """Arrival, start and finish of every step on the real-time queue (recomputed from the steps)."""
+        return queue_clock([s.arrival_ms for s in self.steps], [s.compute_ms for s in self.steps])
+
+    @property
+    def lag_ms(self) -> float:
+        """How far behind real time the stream ends: finish of the last step − audio end (≥ 0 when the last
+        step is the end-of-stream step, which arrives at the audio end)."""
+        return self.queue[-1].finish_ms - self.audio_ms if self.steps else 0.0
 
     def final_words(self) -> list[WordEvent]:
         """The last 'final' event of every word position of the finished hypothesis, in order."""
@@ -108,7 +167,8 @@ def chunks(audio: np.ndarray, chunk_ms: float, lookahead_ms: float = 0.0) -> Ite
         yield audio[start : start + size]
 
 
-def _diff_events(before: Hypothesis, after: Hypothesis, audio_ms: float, elapsed_ms: float) -> list[WordEvent]:
+def _diff_events(before: Hypothesis, after: Hypothesis, step: int, emission_ms: float, emitted_ms: float,
+                 elapsed_ms: float) -> list[WordEvent]:
     """Events for words that are new, changed, or newly committed between two hypotheses."""
     events = []
     for i, word in enumerate(after.words):
@@ -116,32 +176,46 @@ def _diff_events(before: Hypothesis, after: Hypothesis, audio_ms: float, elapsed
         was_committed = i < len(before.committed) and before.words[i] == word
         unchanged = i < len(before.words) and before.words[i] == word
         if committed and not was_committed:
-            events.append(WordEvent(i, word, "final", audio_ms, elapsed_ms))
+            events.append(WordEvent(i, word, "final", emission_ms, emitted_ms, elapsed_ms, step))
         elif not committed and not unchanged:
-            events.append(WordEvent(i, word, "partial", audio_ms, elapsed_ms))
+            events.append(WordEvent(i, word, "partial", emission_ms, emitted_ms, elapsed_ms, step))
     return events
 
 
-def run_stream(recognizer: StreamingRecognizer, audio: np.ndarray, chunk_ms: float) -> StreamRecord:
-    """Feed `audio` in `chunk_ms` pieces (the last one may be shorter), then finish; time every step."""
-    recognizer.reset()
-    record = StreamRecord(audio_ms=len(audio) * 1000 / SAMPLE_RATE, chunk_ms=chunk_ms)
+def record_from_steps(steps: Sequence[Step], audio_ms: float, chunk_ms: float) -> StreamRecord:
+    """The record (queue clock and word events) of a stream given its steps: a pure function, so that any
+    sequence of (arrival, compute, hypothesis) — measured or made up — is scored by the same clock."""
+    record = StreamRecord(audio_ms=audio_ms, chunk_ms=chunk_ms, steps=list(steps))
     previous = Hypothesis(())
+    cumulative_ms = 0.0
+    for k, (step, q) in enumerate(zip(record.steps, record.queue, strict=True)):
+        cumulative_ms += step.compute_ms
+        record.events += _diff_events(previous, step.hypothesis, k, step.audio_ms, q.finish_ms,
+                                      step.audio_ms + cumulative_ms)
+        previous = step.hypothesis
+    return record
+
+
+def run_stream(recognizer: StreamingRecognizer, audio: np.ndarray, chunk_ms: float,
+               timer: Callable[[], float] = time.perf_counter) -> StreamRecord:
+    """Feed `audio` in `chunk_ms` pieces (the last one may be shorter), then finish; time every step.
+
+    `timer` (seconds, monotonic) measures each step's compute; tests inject a fake clock to make compute
+    deterministic. The audio is fed as fast as it is processed; real-time arrival is modelled afterwards by the
+    queue clock (`record_from_steps`), which is valid because a recognizer's output depends on the audio, not on
+    when it arrives."""
+    recognizer.reset()
+    steps: list[Step] = []
     consumed = 0
-    wall_ms = 0.0
     lookahead_ms = float(getattr(recognizer, "lookahead_ms", 0.0))
     pieces: list[np.ndarray | None] = [*chunks(audio, chunk_ms, lookahead_ms), None]  # None: end of stream
     for piece in pieces:
-        start = time.perf_counter()
+        start = timer()
         hyp = recognizer.finish() if piece is None else recognizer.feed(piece)
-        compute_ms = (time.perf_counter() - start) * 1000
+        compute_ms = (timer() - start) * 1000
         if piece is not None:
             consumed += len(piece)
         if piece is None:  # end of stream: everything shown is final
             hyp = Hypothesis(hyp.words, ())
-        wall_ms += compute_ms
-        audio_ms = consumed * 1000 / SAMPLE_RATE
-        record.steps.append(Step(audio_ms, compute_ms, hyp, final=piece is None))
-        record.events += _diff_events(previous, hyp, audio_ms, audio_ms + wall_ms)
-        previous = hyp
-    return record
+        steps.append(Step(consumed * 1000 / SAMPLE_RATE, compute_ms, hyp, final=piece is None))
+    return record_from_steps(steps, len(audio) * 1000 / SAMPLE_RATE, chunk_ms)
