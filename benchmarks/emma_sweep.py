@@ -65,7 +65,7 @@ def main() -> None:
 
     from configs.emma import EmmaConfig, SweepConfig
     from flows.sweep_emma import run_sweep_flow
-    from training.streaming.evaluate import load_realspeech
+    from training.evaluation.sets import load_realspeech
 
     adapter = str(Path(args.adapter or newest("outputs/adapters/causal-tiny.en-300ms-*")).resolve())
     synth = str(Path(args.synth or newest("outputs/datasets/synth240/*")).resolve())

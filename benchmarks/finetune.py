@@ -56,7 +56,7 @@ def main() -> None:
     from tasks.runtime import prefect_api
     from training.causal.evaluate import evaluate_streaming
     from training.causal.run import run_finetune
-    from training.streaming.evaluate import load_realspeech
+    from training.evaluation.sets import load_realspeech
 
     import torch
 

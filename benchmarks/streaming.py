@@ -121,7 +121,8 @@ def main() -> None:
 
     import torch
 
-    from training.streaming.evaluate import evaluate_records, load_realspeech, stream_all
+    from training.evaluation.sets import load_realspeech
+    from training.streaming.evaluate import evaluate_records, stream_all
     from training.weights import load_model
 
     torch.set_num_threads(args.threads)

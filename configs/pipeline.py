@@ -43,6 +43,11 @@ class PipelineConfig(BaseModel):
     # large test share, because real speech is what the headline numbers are measured on (train trains, dev
     # selects, test is only reported).
     real_splits: dict[str, float] = Field(default_factory=lambda: {"train": 0.4, "dev": 0.2, "test": 0.4})
+    # The evaluate stage: the real PyPI peers (whisperlivekit) beside ours on the held-out test split, at these
+    # chunk sizes (1 s: where they keep up with real time on 2 cores).
+    evaluate_peers: bool = True
+    evaluate_peer_chunk_ms: tuple[int, ...] = (1000,)
+    evaluate_limit: int | None = Field(None, ge=1, description="first N test utterances (smoke runs)")
     hush_word: dict = Field(default_factory=dict)
     finetune: dict = Field(default_factory=dict)
     emma_sweep: dict = Field(default_factory=dict)

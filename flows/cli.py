@@ -95,6 +95,36 @@ def finetune(
     typer.echo(json.dumps(rows, indent=2))
 
 
+@app.command("evaluate")
+def evaluate_cmd(
+    test: Annotated[list[str], typer.Argument(help="dataset versions whose held-out split is scored")],
+    train: Annotated[Optional[list[str]], typer.Option(help="dataset versions the models trained on (leakage guard)")] = None,
+    train_split: Annotated[Optional[list[str]], typer.Option(help="their training splits")] = None,
+    split: Annotated[str, typer.Option(help="the split scored: test (report) or dev (selection)")] = "test",
+    chunk_ms: Annotated[Optional[list[int]], typer.Option("--chunk-ms", help="chunk sizes (repeat)")] = None,
+    adapter: Annotated[Optional[list[str]], typer.Option(help="CHUNK_MS=ADAPTER_DIR, a tuned adapter per chunk")] = None,
+    rcs_adapter: Annotated[Optional[str], typer.Option(help="a random-chunk-size adapter")] = None,
+    emma: Annotated[Optional[str], typer.Option(help="an EMMA policy folder (with its adapter, --emma-adapter)")] = None,
+    emma_adapter: Annotated[Optional[str], typer.Option()] = None,
+    t_emma: Annotated[float, typer.Option()] = 0.3,
+    peers: Annotated[bool, typer.Option(help="the real PyPI peers (whisperlivekit, faster-whisper)")] = True,
+    limit: Annotated[Optional[int], typer.Option(help="first N utterances only (smoke runs)")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="folder for evaluation.json / .md / _pareto.png")] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
+) -> None:
+    """Every system on the same held-out utterances in one run (Prefect flow evaluate → report + MLflow)."""
+    from flows.evaluate import run_evaluate
+    from training.evaluation.systems import default_specs
+
+    adapters = {int(k): v for k, v in (a.split("=", 1) for a in adapter or [])}
+    specs = default_specs(chunk_ms or [300, 1000], adapters, rcs_adapter, emma, emma_adapter, t_emma, peers)
+    result = run_evaluate(specs, test, train or [], train_split or ["train"], split, limit,
+                          str(out) if out else None, tracking_uri)
+    typer.echo(json.dumps({k: v for k, v in result.items() if k != "systems"} | {"systems": [
+        {k: r[k] for k in ("name", "source", "chunk_ms", "wer", "word_latency_ms_median", "rtf", "within_wer_cap")}
+        for r in result["systems"]]}, indent=2, default=str))
+
+
 @app.command("hush-word")
 def hush_word(
     datasets: Annotated[list[str], typer.Argument(help="dataset version directories to train on")],
@@ -214,9 +244,18 @@ def _run_pipeline(config: Path, realspeech: str | None, output_root: Path | None
         summary_json.write_text(json.dumps(result, indent=2, default=str))
     uri = cfg.tracking_uri or default_tracking_uri()
     typer.echo(f"stages (s): {result['stage_s']}  wall: {result['wall_s']} s")
+    if result.get("evaluate"):
+        typer.echo("dev split (what the stages selected on):")
     for row in result.get("evaluate", []):
         wer = row["wer"] if row["wer"] is None else f"{100 * row['wer']:.2f} %"
         typer.echo(f"  {row['system']:<45} WER {wer}  AL {row['al_ms']} ms  [{row['model']}]")
+    if test := result.get("evaluate_test"):
+        ts = test["test_set"]
+        typer.echo(f"held-out test split ({ts['n_utterances']} utterances, {ts['seconds']} s, {ts['speakers']} "
+                   f"speakers; audio shared with training: {ts['audio_sha256_overlap_with_training']}):")
+        for r in test["systems"]:
+            typer.echo(f"  {r['name']:<52} WER {100 * r['wer']:6.2f} %  word latency {r['word_latency_ms_median']} ms"
+                       f"  RTF {r['rtf']}  [{r['source']}]{'' if r['within_wer_cap'] else '  (over the WER cap)'}")
     typer.echo(f"MLflow UI:  .venv/bin/mlflow ui --backend-store-uri {uri} --host 127.0.0.1")
     typer.echo(f"Prefect UI: PREFECT_HOME={os.environ.get('PREFECT_HOME', '~/.prefect')} .venv/bin/prefect server start "
                f"--host 127.0.0.1")

@@ -10,80 +10,23 @@ is read back from MLflow; changing only the sweep space re-runs only the sweep a
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from prefect import flow, task
+from prefect import flow
 from prefect.artifacts import create_markdown_artifact
-from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from configs.pipeline import PipelineConfig
 from flows.build_dataset import build_dataset
+from flows.evaluate import evaluate
 from flows.finetune_causal import finetune_causal
 from flows.hush_word import train_hush_word_flow
 from flows.sweep_emma import sweep_emma
+from tasks.pipeline import (PipelineBusy, evaluate_summary, evaluation_specs, output_root_lock, preflight,
+                            synthesize_corpus)
 from tasks.runtime import prefect_api
 
-
-@task(name="preflight", cache_policy=NO_CACHE)
-def preflight(config: PipelineConfig) -> str:
-    """Before any work: the tracking store answers (bounded tries, clear error). The config itself was checked when
-    it was built (``PipelineConfig`` validates every stage)."""
-    from training.tracking import default_tracking_uri, require_tracking
-
-    uri = config.tracking_uri or default_tracking_uri()
-    require_tracking(uri)
-    return uri
-
-
-@task(name="synthesize-corpus", cache_policy=NO_CACHE)
-def synthesize_corpus(root: str, n: int) -> str:
-    from data.synth import write_synthetic_corpus
-
-    return str(write_synthetic_corpus(Path(root) / "corpora" / f"synth-{n}", n, seed=0))  # skips existing files
-
-
-@task(name="evaluate-champion", cache_policy=NO_CACHE)
-def evaluate_summary(stages: dict) -> list[dict]:
-    """One row per trained system with the scores its stage measured (streaming engine, same metrics)."""
-    rows = []
-    for r in stages.get("finetune_causal", []):
-        rows.append({"system": f"causal LoRA {r['variant']} (stability rule)", "wer": r.get("val_wer"),
-                     "arwer": r.get("val_arwer"), "al_ms": r.get("val_al_ms"), "model": r.get("registered")})
-    sweep = stages.get("sweep_emma")
-    if sweep:
-        for r in sweep["dashboard_rows"]:
-            if r["pareto"]:
-                rows.append({"system": f"EMMA t={r['t_emma']} λ_lat={r['lambda_latency']}", "wer": r["wer"],
-                             "arwer": r["arwer"], "al_ms": r["al_ms"], "model": r["run_id"]})
-    return rows
-
-
-class PipelineBusy(RuntimeError):
-    """Another pipeline holds the output root (its datasets, adapters, checkpoints) for longer than allowed."""
-
-
-@contextmanager
-def output_root_lock(config: PipelineConfig) -> Iterator[None]:
-    """One pipeline at a time per output root: a second one waits (up to ``lock_timeout_s``), then finds the first
-    one's stages finished and skips them, instead of training the same run keys side by side into the same
-    checkpoint folders. (Dataset builds are safe on their own: versions publish atomically under a lock.)"""
-    from filelock import FileLock, Timeout
-
-    root = Path(config.output_root).resolve()
-    root.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(root / ".pipeline.lock"))
-    try:
-        lock.acquire(timeout=config.lock_timeout_s)
-    except Timeout as err:
-        raise PipelineBusy(f"another pipeline has held {root} for more than {config.lock_timeout_s:.0f} s "
-                           f"(lock file {lock.lock_file}); wait for it or use another output_root") from err
-    try:
-        yield
-    finally:
-        lock.release()
+__all__ = ["PipelineBusy", "pipeline", "run_pipeline"]
 
 
 @flow(name="whisperline-pipeline", log_prints=True)
@@ -129,10 +72,16 @@ def _stages(config: PipelineConfig, realspeech: str | None) -> dict:
         sweep = config.sweep_config(datasets, validation, adapters[config.sweep_chunk_ms])
         out["sweep_emma"] = timed("sweep_emma", sweep_emma, sweep, promote="promote" in config.stages)
     if "evaluate" in config.stages:
-        out["evaluate"] = evaluate_summary(out)
+        out["evaluate"] = evaluate_summary(out)  # what each stage measured on `dev` (selection)
         create_markdown_artifact(key="pipeline-results", markdown="\n".join(
-            ["| system | WER | ARWER | AL ms |", "|---|---|---|---|"]
+            ["| system (dev split) | WER | ARWER | AL ms |", "|---|---|---|---|"]
             + [f"| {r['system']} | {r['wer']} | {r['arwer']} | {r['al_ms']} |" for r in out["evaluate"]]))
+        # the held-out `test` split (real speech when given): every system, ours and the PyPI peers, one run
+        held_out = [real["version_dir"]] if realspeech else [synth["version_dir"]]
+        specs = evaluation_specs(config, adapters, out.get("sweep_emma"))
+        out["evaluate_test"] = timed("evaluate", evaluate, specs, held_out, datasets, ["train"],
+                                     limit=config.evaluate_limit, out_dir=str(root / "evaluation"),
+                                     tracking_uri=config.tracking_uri)
     out["stage_s"] = times
     out["wall_s"] = round(time.perf_counter() - started, 1)
     return out

@@ -16,7 +16,7 @@ from training.hush_word.evaluate import evaluate_conditions, hallucinated_words
 from training.hush_word.frontend import HushWordError, hushed_mel, load_hush_word, save_hush_word
 from training.hush_word.objective import hush_loss, target_tokens
 from training.hush_word.transcribe import CONDITIONS, condition_mel
-from training.streaming.evaluate import load_realspeech
+from training.evaluation.sets import load_realspeech
 from training.weights import load_model
 
 

@@ -12,7 +12,8 @@ import pytest
 from training.emma.dashboard import mark_pareto
 from training.emma.registry import PromotionRefused, pick_best
 from training.metrics import word_emission_latencies, within_wer_cap
-from training.streaming.evaluate import Utterance, evaluate_records
+from training.evaluation.sets import Utterance
+from training.streaming.evaluate import evaluate_records
 from training.streaming.events import (
     SAMPLE_RATE,
     Hypothesis,

@@ -34,14 +34,21 @@ def test_pipeline_runs_end_to_end_and_reruns_only_what_changed(prefect_server, r
     promotion = first["sweep_emma"]["promotion"]  # the session's MLflow server may hold a champion already
     assert promotion["version"] and promotion["decision"].startswith(("champion", "refused"))
     assert any(r["system"].startswith("EMMA") for r in first["evaluate"])
+    test = first["evaluate_test"]  # the held-out test split: ours and the real PyPI peers in one run
+    assert test["test_set"]["audio_sha256_overlap_with_training"] == 0 and test["test_set"]["n_utterances"] >= 1
+    sources = {r["name"]: r["source"] for r in test["systems"]}
+    assert sources["causal tuned 300 ms"] == "ours" and sources["offline Whisper (ours, 30 s pad)"] == "ours"
+    assert sources["whisperlivekit LocalAgreement-2 1000 ms"].startswith("pypi:whisperlivekit==")
+    assert (tmp_path / "evaluation" / "evaluation.json").exists()
 
-    again = pipeline(config=_config(tmp_path, mlflow_server))  # nothing changed: every stage is a cache hit
+    # nothing changed: every stage is a cache hit (the evaluation re-runs: its timings are part of its result)
+    again = pipeline(config=_config(tmp_path, mlflow_server, evaluate_peers=False))
     assert again["build_dataset"]["synthetic"]["skipped"] and again["sweep_emma"]["skipped"]
     assert again["finetune_causal"][0]["run_id"] == first["finetune_causal"][0]["run_id"]
     assert again["train_hush_word"]["training"]["run_id"] == first["train_hush_word"]["training"]["run_id"]
     assert again["sweep_emma"]["parent_run_id"] == first["sweep_emma"]["parent_run_id"]
 
-    changed = _config(tmp_path, mlflow_server)
+    changed = _config(tmp_path, mlflow_server, evaluate_peers=False)
     changed = changed.model_copy(update={"emma_sweep": {**changed.emma_sweep, "t_emma": [0.3, 0.4]}})
     third = pipeline(config=changed)  # only the sweep space changed: training is reused, the sweep re-runs
     assert third["finetune_causal"][0]["run_id"] == first["finetune_causal"][0]["run_id"]

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from training.streaming.engine import CausalStreamingEngine
-from training.streaming.evaluate import evaluate_records, load_realspeech, stream_all
+from training.evaluation.sets import load_realspeech
+from training.streaming.evaluate import evaluate_records, stream_all
 from training.streaming.events import Hypothesis, chunks, run_stream
 
 

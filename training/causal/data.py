@@ -19,7 +19,7 @@ import torch
 from data.manifest import read_manifest
 from data.shards import iter_shard_samples
 from training.causal.samples import Row, draw_sample_points, pad_rows, target_row, tokens_done, valid_boundaries
-from training.streaming.evaluate import Utterance
+from training.evaluation.sets import Utterance
 from training.streaming.frontend import causal_log_mel
 from training.streaming.mask import FRAME_MS
 

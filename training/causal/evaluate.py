@@ -7,7 +7,7 @@ from pathlib import Path
 
 from configs.finetune import default_tau0_ms
 from training.causal.validate import streaming_scores
-from training.streaming.evaluate import Utterance
+from training.evaluation.sets import Utterance
 
 
 def load_tuned(model_name: str, adapter_dir: str | Path | None):

@@ -24,7 +24,8 @@ from training.emma.artifact import save_policy, value_parameters
 from training.emma.objective import EmmaLoss, make_batch
 from training.emma.p_choose import EmmaPolicy
 from training.streaming.encoder import CausalEncoder
-from training.streaming.evaluate import Utterance, evaluate_records, stream_all
+from training.evaluation.sets import Utterance
+from training.streaming.evaluate import evaluate_records, stream_all
 
 EVAL_KEYS = ("wer", "rwer", "arwer", "al_ms", "laal_ms", "dal_ms", "al_ca_ms", "rtf", "word_latency_ms_median")
 

@@ -57,6 +57,11 @@ def _installed_version() -> str | None:
 PEER_SOURCE = f"pypi:whisperlivekit=={_installed_version() or 'not-installed'}"
 
 
+def peers_available() -> bool:
+    """Whether whisperlivekit and what its code paths import are installed (scripts/setup.sh installs them)."""
+    return all(importlib.util.find_spec(m) is not None for m in ("whisperlivekit", "librosa", "faster_whisper"))
+
+
 class PeerUnavailable(RuntimeError):
     """whisperlivekit (or what its code paths import) is not installed, or the weights are missing."""
 

@@ -18,7 +18,7 @@ from training.hush_word.frontend import variable_length_view
 from training.hush_word.transcribe import CONDITIONS, condition_mel, decode
 from training.metrics import wer_counts
 from training.metrics.text import normalized_words
-from training.streaming.evaluate import Utterance
+from training.evaluation.sets import Utterance
 from training.streaming.macs import encoder_macs_offline
 
 

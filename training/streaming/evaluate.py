@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-import numpy as np
 
 from training.metrics import (
     arwer_counts,
@@ -36,19 +34,12 @@ from training.metrics import (
     word_emission_latencies,
 )
 from training.metrics.text import ErrorCounts
+from training.evaluation.sets import Utterance
 from training.streaming.events import StreamingRecognizer, StreamRecord, run_stream
 
 
 LATENCY_KEYS = {"LAAL": "laal_ms", "AL": "al_ms", "DAL": "dal_ms", "AP": "ap",
                 "LAAL_CA": "laal_ca_ms", "AL_CA": "al_ca_ms", "DAL_CA": "dal_ca_ms"}
-
-
-@dataclass(frozen=True)
-class Utterance:
-    utt_id: str
-    audio: np.ndarray  # float32, 16 kHz
-    reference: str
-    words: tuple[tuple[str, int, int], ...]  # aligned reference words (word, start_ms, end_ms)
 
 
 def _r(value: float, digits: int) -> float:
@@ -114,26 +105,3 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
 
 def stream_all(recognizer: StreamingRecognizer, utterances: Sequence[Utterance], chunk_ms: float) -> list[StreamRecord]:
     return [run_stream(recognizer, u.audio, chunk_ms) for u in utterances]
-
-
-def load_realspeech(root, corpora: Sequence[str] = ("ljspeech", "cmu_arctic"), limit: dict[str, int] | None = None
-                    ) -> list[Utterance]:
-    """The real speech with its transcripts and the shipped pocketsphinx word alignment (read in place)."""
-    from pathlib import Path
-
-    import soundfile as sf
-
-    from data.synth import read_word_alignments
-
-    out = []
-    for corpus in corpora:
-        folder = Path(root) / corpus
-        words = read_word_alignments(folder / "word_alignments_pocketsphinx.tsv")
-        lines = folder.joinpath("transcripts.tsv").read_text(encoding="utf-8").splitlines()
-        for line in lines[: (limit or {}).get(corpus)]:
-            utt, text = line.split("\t", 1)
-            audio, rate = sf.read(folder / "wav" / f"{utt}.wav", dtype="float32")
-            if rate != 16_000:
-                raise ValueError(f"{utt}: expected 16 kHz audio, got {rate}")
-            out.append(Utterance(utt, audio, text, tuple(words[utt])))
-    return out

@@ -1,0 +1,34 @@
+"""Prefect task of the evaluate stage: a thin wrapper around training.evaluation (no caching: timings are part of
+the result, and a report is cheap to redo next to what it measures)."""
+
+from __future__ import annotations
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from training.evaluation.systems import SystemSpec
+
+
+@task(name="evaluate-systems", cache_policy=NO_CACHE)
+def evaluate_held_out(specs: list[SystemSpec], test_datasets: list[str], train_datasets: list[str],
+                      train_splits: list[str], split: str = "test", limit: int | None = None,
+                      out_dir: str | None = None, tracking_uri: str | None = None,
+                      experiment: str = "whisperline-evaluation") -> dict:
+    """Refuses (LeakageError) when the test audio is in the training data; streams every system; report + MLflow."""
+    from data.leakage import check_held_out
+    from training.evaluation.report import evaluate_systems, log_report, write_report
+    from training.evaluation.sets import describe, load_split
+
+    overlap = check_held_out(train_datasets, train_splits, test_datasets, [split], what=split)
+    utterances = load_split(test_datasets, [split])
+    warmup, scored = (utterances[0], utterances[1:]) if len(utterances) > 1 else (None, utterances)
+    scored = scored[:limit] if limit else scored
+    test_set = {**describe(test_datasets, [split], scored), "audio_sha256_overlap_with_training": overlap,
+                "warmup_utterance_not_scored": warmup.utt_id if warmup else None}
+    logger = get_run_logger()
+    result = evaluate_systems(specs, scored, test_set=test_set, warmup=warmup, log=logger.info)
+    if out_dir:
+        files = write_report(result, out_dir)
+        if tracking_uri:
+            result["mlflow_run_id"] = log_report(tracking_uri, experiment, result, files)
+    return result

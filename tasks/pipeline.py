@@ -1,0 +1,99 @@
+"""Prefect tasks of the whole-pipeline flow (flows/pipeline.py wires them): preflight, the embedded corpus, the
+summary of what every stage measured, and the one-pipeline-per-output-root lock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from configs.pipeline import PipelineConfig
+
+
+@task(name="preflight", cache_policy=NO_CACHE)
+def preflight(config: PipelineConfig) -> str:
+    """Before any work: the tracking store answers (bounded tries, clear error). The config itself was checked when
+    it was built (``PipelineConfig`` validates every stage)."""
+    from training.tracking import default_tracking_uri, require_tracking
+
+    uri = config.tracking_uri or default_tracking_uri()
+    require_tracking(uri)
+    return uri
+
+
+@task(name="synthesize-corpus", cache_policy=NO_CACHE)
+def synthesize_corpus(root: str, n: int) -> str:
+    from data.synth import write_synthetic_corpus
+
+    return str(write_synthetic_corpus(Path(root) / "corpora" / f"synth-{n}", n, seed=0))  # skips existing files
+
+
+@task(name="evaluate-champion", cache_policy=NO_CACHE)
+def evaluate_summary(stages: dict) -> list[dict]:
+    """One row per trained system with the scores its stage measured (streaming engine, same metrics)."""
+    rows = []
+    for r in stages.get("finetune_causal", []):
+        rows.append({"system": f"causal LoRA {r['variant']} (stability rule)", "wer": r.get("val_wer"),
+                     "arwer": r.get("val_arwer"), "al_ms": r.get("val_al_ms"), "model": r.get("registered")})
+    sweep = stages.get("sweep_emma")
+    if sweep:
+        for r in sweep["dashboard_rows"]:
+            if r["pareto"]:
+                rows.append({"system": f"EMMA t={r['t_emma']} λ_lat={r['lambda_latency']}", "wer": r["wer"],
+                             "arwer": r["arwer"], "al_ms": r["al_ms"], "model": r["run_id"]})
+    return rows
+
+
+class PipelineBusy(RuntimeError):
+    """Another pipeline holds the output root (its datasets, adapters, checkpoints) for longer than allowed."""
+
+
+@contextmanager
+def output_root_lock(config: PipelineConfig) -> Iterator[None]:
+    """One pipeline at a time per output root: a second one waits (up to ``lock_timeout_s``), then finds the first
+    one's stages finished and skips them, instead of training the same run keys side by side into the same
+    checkpoint folders. (Dataset builds are safe on their own: versions publish atomically under a lock.)"""
+    from filelock import FileLock, Timeout
+
+    root = Path(config.output_root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(root / ".pipeline.lock"))
+    try:
+        lock.acquire(timeout=config.lock_timeout_s)
+    except Timeout as err:
+        raise PipelineBusy(f"another pipeline has held {root} for more than {config.lock_timeout_s:.0f} s "
+                           f"(lock file {lock.lock_file}); wait for it or use another output_root") from err
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@task(name="evaluation-systems", cache_policy=NO_CACHE)
+def evaluation_specs(config: PipelineConfig, adapters: dict[int, str], sweep: dict | None) -> list:
+    """What the evaluate stage compares on the held-out `test` split: offline Whisper, our causal engine with the
+    original weights and with every tuned adapter, the dev-selected EMMA trial, and the real PyPI peers."""
+    from training.evaluation.systems import SystemSpec, default_specs
+
+    specs = default_specs(list(config.chunk_sizes), adapters, peers=False, model=config.model)
+    trial = (sweep or {}).get("promotion", {}).get("trial") or {}
+    if trial.get("run_id"):  # the trial the dev-split gate chose; its policy folder is tagged on its MLflow run
+        from training.tracking import client
+
+        tags = client(sweep["tracking_uri"]).get_run(trial["run_id"]).data.tags
+        if tags.get("policy_dir") and config.sweep_chunk_ms in adapters:
+            specs.append(SystemSpec(f"causal tuned + EMMA {config.sweep_chunk_ms} ms (dev-selected)", "causal",
+                                    config.sweep_chunk_ms, config.model, adapter_dir=adapters[config.sweep_chunk_ms],
+                                    emma_dir=tags["policy_dir"], t_emma=float(trial["t_emma"])))
+    if config.evaluate_peers:
+        from training.evaluation.peers import peers_available
+
+        if peers_available():
+            specs += [SystemSpec(f"whisperlivekit LocalAgreement-2 {c} ms", "whisperlivekit-la", c, config.model)
+                      for c in config.evaluate_peer_chunk_ms]
+            specs += [SystemSpec(f"whisperlivekit SimulStreaming {c} ms", "whisperlivekit-simul", c, config.model)
+                      for c in config.evaluate_peer_chunk_ms]
+    return specs

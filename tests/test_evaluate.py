@@ -1,0 +1,72 @@
+"""The evaluate stage: held-out utterances through our systems and a real PyPI peer in one Prefect flow run, the
+report files, the MLflow run, and the refusal to score a test set the models trained on."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from data.leakage import LeakageError
+from training.evaluation.systems import SystemSpec
+
+
+@pytest.fixture(scope="module")
+def test_shards(tmp_path_factory, realspeech, prefect_server) -> Path:
+    """A `test`-only dataset version of 3 CMU ARCTIC utterances that the `real_shards` fixture does not hold."""
+    from configs.dataset import DatasetConfig
+    from flows.build_dataset import run_build
+
+    root = tmp_path_factory.mktemp("held-out") / "cmu_arctic"
+    (root / "wav").mkdir(parents=True)
+    lines = (realspeech / "cmu_arctic" / "transcripts.tsv").read_text().splitlines()[3:6]
+    (root / "transcripts.tsv").write_text("\n".join(lines) + "\n")
+    for line in lines:
+        utt = line.split("\t")[0]
+        shutil.copy(realspeech / "cmu_arctic" / "wav" / f"{utt}.wav", root / "wav" / f"{utt}.wav")
+    summary = run_build(str(root.parent), str(tmp_path_factory.mktemp("ds")),
+                        DatasetConfig(name="held-out", split_by="utterance", splits={"test": 1.0}), workers=1)
+    assert summary["counts"]["accepted"] == 3
+    return Path(summary["version_dir"])
+
+
+SPECS = [SystemSpec("offline", "offline"), SystemSpec("causal 300", "causal", 300),
+         SystemSpec("causal 300 (hallucination check)", "causal", 300, pad_silence=True),
+         SystemSpec("LA-2 1000", "whisperlivekit-la", 1000)]
+
+
+def test_evaluate_flow_scores_every_system_on_held_out_speech(test_shards, real_shards, tmp_path, mlflow_server):
+    from flows.evaluate import evaluate
+    from training.tracking import client
+
+    result = evaluate(SPECS, [str(test_shards)], [str(real_shards)], ["train"], out_dir=str(tmp_path),
+                      tracking_uri=mlflow_server)
+    ts = result["test_set"]
+    assert ts["audio_sha256_overlap_with_training"] == 0
+    assert ts["n_utterances"] == 2 and ts["warmup_utterance_not_scored"]  # one of the 3 warms the systems up
+    assert ts["speakers"] == 1 and ts["corpora"] == ["cmu_arctic"] and ts["seconds"] > 3
+    rows = {r["name"]: r for r in result["systems"]}
+    assert rows["offline"]["source"] == "ours" and rows["LA-2 1000"]["source"].startswith("pypi:whisperlivekit==")
+    assert result["offline_wer"] == rows["offline"]["wer"] < 0.3
+    for r in rows.values():
+        assert set(r["hypotheses"]) == set(rows["offline"]["hypotheses"])  # the same utterances for all
+        if r["chunk_ms"]:
+            assert r["step_ms_median"] > 0 and r["rtf"] > 0 and r["word_latency_ms_median"] is not None
+            assert r["within_wer_cap"] == (r["wer"] <= result["offline_wer"] + 0.05 + 1e-9)
+            assert r["pareto"] is False or r["within_wer_cap"]  # no system over the cap is on the front
+    assert rows["LA-2 1000"]["wer"] < 0.3
+    saved = json.loads((tmp_path / "evaluation.json").read_text())
+    assert [r["name"] for r in saved["systems"]] == [s.name for s in SPECS]
+    assert "Held-out test set" in (tmp_path / "evaluation.md").read_text()
+    assert (tmp_path / "evaluation_pareto.png").stat().st_size > 5_000
+    run = client(mlflow_server).get_run(result["mlflow_run_id"])
+    assert run.data.tags["test_set_overlap_with_training"] == "0" and "offline.wer" in run.data.metrics
+
+
+def test_evaluate_refuses_a_test_set_seen_in_training(real_shards):
+    from flows.evaluate import evaluate
+
+    with pytest.raises(LeakageError, match=r"6 train utterance\(s\) of splits"):
+        evaluate(SPECS[:1], [str(real_shards)], [str(real_shards)], ["train"], split="train")

@@ -1,0 +1,155 @@
+"""The evaluate stage: every system streams the same held-out utterances in one run, scored the same way.
+
+``evaluate_systems`` builds each :class:`~training.evaluation.systems.SystemSpec`, warms it up on one utterance
+that is not scored, streams the test set through ``run_stream`` (one real-time-queue clock for all) and scores it
+with ``evaluate_records``. Systems whose WER is not within the cap of offline Whisper's are marked and kept off the
+Pareto front of WER against word latency (a system that hallucinates must not look fast). ``write_report`` writes
+``<name>.json`` / ``.md`` / ``_pareto.png``; ``log_report`` puts the same into an MLflow run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import platform
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from training.evaluation.sets import Utterance
+from training.evaluation.systems import SystemSpec, _Models, build
+from training.metrics.gate import WER_CAP_POINTS, pareto_front, within_wer_cap
+from training.streaming.evaluate import evaluate_records, stream_all
+
+ROW_KEYS = ("wer", "rwer", "arwer", "laal_ms", "al_ms", "word_latency_ms_median", "word_latency_ms_p90",
+            "first_word_latency_ms_median", "word_latency_lower_bound_ms_median", "step_ms_median", "step_ms_p90",
+            "rtf", "end_lag_ms_median", "end_lag_ms_max", "words_matched")
+
+
+def evaluate_systems(specs: Sequence[SystemSpec], utterances: Sequence[Utterance], *, test_set: dict[str, Any],
+                     warmup: Utterance | None = None, wer_cap: float = WER_CAP_POINTS,
+                     log=print) -> dict[str, Any]:
+    """One row per system (metrics, source, timings), the offline reference WER, the WER gate and the front."""
+    models = _Models()
+    rows: list[dict[str, Any]] = []
+    for spec in specs:
+        t0 = time.perf_counter()
+        recognizer, source = build(spec, models)
+        load_s = time.perf_counter() - t0
+        chunk = spec.chunk_ms or 1000  # offline systems take pieces too: they only transcribe at finish()
+        if warmup is not None:
+            stream_all(recognizer, [warmup], chunk)
+        records = stream_all(recognizer, utterances, chunk)
+        scores = evaluate_records(records, utterances)
+        row = {"name": spec.name, "kind": spec.kind, "chunk_ms": spec.chunk_ms, "source": source,
+               **{k: scores.get(k) for k in ROW_KEYS}, "load_s": round(load_s, 2), "spec": spec.as_dict(),
+               "hypotheses": {u.utt_id: r.text for u, r in zip(utterances, records)}}
+        rows.append(row)
+        log(f"{spec.name:<40} WER {row['wer']:.2%}  word latency {row['word_latency_ms_median']} ms  "
+            f"step {row['step_ms_median']} ms  RTF {row['rtf']}")
+    offline = [r["wer"] for r in rows if r["kind"] == "offline"]
+    offline_wer = min(offline) if offline else None
+    streaming = [r for r in rows if r["chunk_ms"] is not None]
+    for r in rows:
+        r["within_wer_cap"] = offline_wer is None or within_wer_cap(r["wer"], offline_wer, wer_cap)
+    points = [(r["word_latency_ms_median"], r["wer"]) for r in streaming]
+    eligible = [r["within_wer_cap"] and _finite(r["word_latency_ms_median"]) for r in streaming]
+    for r, on in zip(streaming, pareto_front(points, eligible)):
+        r["pareto"] = on
+    return {"test_set": test_set, "offline_wer": offline_wer, "wer_cap_points": wer_cap, "systems": rows,
+            "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine()},
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _finite(x) -> bool:
+    return isinstance(x, int | float) and math.isfinite(x)
+
+
+def _fmt(x, pct: bool = False) -> str:
+    if not _finite(x):
+        return "—"
+    return f"{100 * x:.2f} %" if pct else f"{x:g}"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    ts = result["test_set"]
+    lines = [f"Held-out test set: {ts['n_utterances']} utterances, {ts['seconds']} s, {ts['speakers']} speakers "
+             f"({', '.join(ts.get('corpora', []))}); audio shared with any training data: "
+             f"{ts.get('audio_sha256_overlap_with_training', '?')}. Offline WER {_fmt(result['offline_wer'], True)}; "
+             f"WER cap for latency claims: offline + {100 * result['wer_cap_points']:g} points.", "",
+             "| system | source | chunk ms | WER | ARWER | LAAL ms | word latency median / p90 ms (queue) | "
+             "first word ms | step median / p90 ms | RTF | end lag ms | within cap | Pareto |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result["systems"]:
+        lines.append(
+            f"| {r['name']} | {r['source']} | {r['chunk_ms'] or 'offline'} | {_fmt(r['wer'], True)} | "
+            f"{_fmt(r['arwer'], True)} | {_fmt(r['laal_ms'])} | {_fmt(r['word_latency_ms_median'])} / "
+            f"{_fmt(r['word_latency_ms_p90'])} | {_fmt(r['first_word_latency_ms_median'])} | "
+            f"{_fmt(r['step_ms_median'])} / {_fmt(r['step_ms_p90'])} | {_fmt(r['rtf'])} | "
+            f"{_fmt(r['end_lag_ms_median'])} | {'yes' if r['within_wer_cap'] else 'no'} | "
+            f"{'yes' if r.get('pareto') else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict[str, Any], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for r in result["systems"]:
+        x, y = r["word_latency_ms_median"], r["wer"]
+        if r["chunk_ms"] is None or not _finite(x):
+            continue
+        ax.scatter([x], [100 * y], marker="o" if r["within_wer_cap"] else "x",
+                   color="tab:blue" if r["source"] == "ours" else "tab:orange")
+        ax.annotate(r["name"], (x, 100 * y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    if result["offline_wer"] is not None:
+        ax.axhline(100 * result["offline_wer"], color="grey", lw=0.8, label="offline Whisper")
+        ax.axhline(100 * (result["offline_wer"] + result["wer_cap_points"]), color="grey", ls="--", lw=0.8,
+                   label="WER cap")
+    ax.set_xlabel("median word latency, real-time queue (ms)")
+    ax.set_ylabel("WER (%)")
+    ax.set_title(f"held-out test set: {result['test_set']['n_utterances']} utterances (blue: ours, orange: PyPI)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_report(result: dict[str, Any], out_dir: str | Path, name: str = "evaluation") -> list[Path]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.json", out / f"{name}.md"]
+    paths[0].write_text(json.dumps(result, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
+    paths[1].write_text(markdown(result), encoding="utf-8")
+    paths.append(plot(result, out / f"{name}_pareto.png"))
+    return paths
+
+
+def metric_name(system: str) -> str:
+    """A system name as MLflow allows in a metric key (letters, digits, _ - . space : /)."""
+    return re.sub(r"[^\w\-. :/]", "_", system)
+
+
+def log_report(tracking_uri: str, experiment: str, result: dict[str, Any], files: Sequence[Path]) -> str:
+    """An MLflow run with every system's metrics (``<system>.<metric>``) and the report files; its id."""
+    from training.tracking import client, experiment_id
+
+    c = client(tracking_uri)
+    run = c.create_run(experiment_id(tracking_uri, experiment), run_name="evaluation", tags={
+        "whisperline.kind": "evaluation", "test_set_audio_sha256": result["test_set"].get("audio_sha256", ""),
+        "test_set_overlap_with_training": str(result["test_set"].get("audio_sha256_overlap_with_training"))})
+    run_id = run.info.run_id
+    for r in result["systems"]:
+        for k in ROW_KEYS:
+            if _finite(r.get(k)):
+                c.log_metric(run_id, f"{metric_name(r['name'])}.{k}", float(r[k]))
+    for path in files:
+        c.log_artifact(run_id, str(path))
+    c.set_terminated(run_id, "FINISHED")
+    return run_id

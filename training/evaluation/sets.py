@@ -1,0 +1,66 @@
+"""Evaluation sets: the utterances every system is scored on, with their aligned reference words.
+
+Two sources: the shipped real speech read in place (``load_realspeech``: transcripts + the pocketsphinx
+alignment that ships with it), and a split of dataset versions (``load_split``: the `test` split is what headline
+numbers are measured on; `dev` is what selection uses). ``describe`` gives what a report states about a set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Utterance:
+    utt_id: str
+    audio: np.ndarray  # float32, 16 kHz
+    reference: str
+    words: tuple[tuple[str, int, int], ...]  # aligned reference words (word, start_ms, end_ms)
+
+
+def load_realspeech(root, corpora: Sequence[str] = ("ljspeech", "cmu_arctic"), limit: dict[str, int] | None = None
+                    ) -> list[Utterance]:
+    """The real speech with its transcripts and the shipped pocketsphinx word alignment (read in place)."""
+    from pathlib import Path
+
+    import soundfile as sf
+
+    from data.synth import read_word_alignments
+
+    out = []
+    for corpus in corpora:
+        folder = Path(root) / corpus
+        words = read_word_alignments(folder / "word_alignments_pocketsphinx.tsv")
+        lines = folder.joinpath("transcripts.tsv").read_text(encoding="utf-8").splitlines()
+        for line in lines[: (limit or {}).get(corpus)]:
+            utt, text = line.split("\t", 1)
+            audio, rate = sf.read(folder / "wav" / f"{utt}.wav", dtype="float32")
+            if rate != 16_000:
+                raise ValueError(f"{utt}: expected 16 kHz audio, got {rate}")
+            out.append(Utterance(utt, audio, text, tuple(words[utt])))
+    return out
+
+
+def load_split(version_dirs: Sequence[str | Path], splits: Sequence[str], limit: int | None = None
+               ) -> list[Utterance]:
+    """The utterances of ``splits`` in dataset versions (shards read in secure mode), words from the manifest."""
+    from training.causal.data import read_all
+
+    return [u.as_eval_utterance() for u in read_all([str(d) for d in version_dirs], splits, limit)]
+
+
+def describe(version_dirs: Sequence[str | Path], splits: Sequence[str], utterances: Sequence[Utterance]) -> dict:
+    """n, seconds, speakers and corpora of a split, and a content hash of its audio (what a report names)."""
+    from data.manifest import read_manifest
+
+    keys = {u.utt_id for u in utterances}
+    rows = [r for d in version_dirs for r in read_manifest(d).to_pylist() if r["split"] in splits and r["key"] in keys]
+    digest = hashlib.sha256("".join(sorted(r["audio_sha256"] for r in rows)).encode()).hexdigest()
+    return {"n_utterances": len(utterances), "seconds": round(sum(len(u.audio) for u in utterances) / 16_000, 1),
+            "speakers": len({(r["corpus"], r["speaker"]) for r in rows}),
+            "corpora": sorted({r["corpus"] for r in rows}), "splits": list(splits), "audio_sha256": digest}

