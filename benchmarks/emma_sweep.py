@@ -1,9 +1,9 @@
 """EMMA sweep on the real speech: Prefect → Ray Tune → MLflow, Pareto front (WER vs AL) next to offline Whisper and
 the causal LoRA model with the stability rule.
 
-Policies train on the synthetic corpus + the real speech (dataset versions of the finetune benchmark), on top of the
-300 ms causal LoRA adapter; every trial streams the 39 real utterances (held-in, like the finetune benchmark) at
-300 ms. A second, smaller sweep covers the other training variants (p_choose + value projections; the original
+Policies train on the `train` splits of the synthetic corpus + the real speech (dataset versions of the finetune
+benchmark), on top of the 300 ms causal LoRA adapter; every trial streams the real `dev` split at 300 ms (a sweep
+selects, so it sees dev, never test; the leakage guard refuses anything else). A second, smaller sweep covers the other training variants (p_choose + value projections; the original
 encoder). Writes ``benchmarks/results/emma_sweep.json`` (+ .md, + the dashboard PNG).
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
-from benchmarks.common import RESULTS, markdown_table, realspeech_path, write_results  # noqa: E402
+from benchmarks.common import RESULTS, markdown_table, write_results  # noqa: E402
 
 FIELDS = ("t_emma", "lambda_latency", "lambda_variance", "lambda_alignment", "decision", "chunk_ms", "variant",
           "encoder", "wer", "arwer", "al_ms", "laal_ms", "rtf", "pareto")
@@ -65,20 +65,20 @@ def main() -> None:
 
     from configs.emma import EmmaConfig, SweepConfig
     from flows.sweep_emma import run_sweep_flow
-    from training.evaluation.sets import load_realspeech
+    from training.evaluation.sets import load_split
 
     adapter = str(Path(args.adapter or newest("outputs/adapters/causal-tiny.en-300ms-*")).resolve())
     synth = str(Path(args.synth or newest("outputs/datasets/synth240/*")).resolve())
     real = str(Path(args.real or newest("outputs/datasets/realspeech/*")).resolve())
-    utterances = load_realspeech(realspeech_path(args.realspeech))
+    utterances = load_split([real], ["dev"])  # what the trials are scored on: the references must be too
     offline = offline_wer(utterances)
     finetune = json.loads((RESULTS / "finetune.json").read_text())["per_chunk"]["300ms"]["tuned"]
     references = {"offline Whisper (30 s pad)": (offline["al_ms"], offline["wer"]),
                   "causal LoRA 300 ms, stability rule": (finetune["al_ms"], finetune["wer"])}
 
     floats = lambda s: tuple(float(x) for x in s.split(","))  # noqa: E731
-    base = EmmaConfig(datasets=(synth, real), splits=("train", "dev", "test"), validation_datasets=(real,),
-                      validation_splits=("train", "dev", "test"), adapter_dir=adapter, max_steps=args.steps,
+    base = EmmaConfig(datasets=(synth, real), splits=("train",), validation_datasets=(real,),
+                      validation_splits=("dev",), adapter_dir=adapter, max_steps=args.steps,
                       batch_size=4, log_every=5, lr=1e-3, lambda_alignment=1.0, decision="mean",
                       tracking_uri=f"sqlite:///{out / 'mlflow.db'}").resolved_paths()
     sweep = SweepConfig(base=base, t_emma=floats(args.t_emma), lambda_latency=floats(args.lambda_latency),
@@ -131,7 +131,7 @@ def main() -> None:
         "offline_wer": offline["wer"],
         "offline": offline,
         "causal_lora_stability_300ms": {k: finetune[k] for k in ("wer", "arwer", "al_ms", "laal_ms", "rtf")},
-        "eval_set": f"realspeech, {len(utterances)} utterances (held-in), 300 ms chunks, causal engine",
+        "eval_set": f"realspeech dev split, {len(utterances)} utterances (selection), 300 ms chunks, causal engine",
         "training": {"steps": args.steps, "batch_utterances": base.batch_size, "adapter": adapter,
                      "datasets": [synth, real], "policy_trainings": len({r.get("training_key") for r in result["trials"]})},
         "sweep_wall_s": round(sweep_s, 1),

@@ -1,10 +1,11 @@
 """Causal LoRA fine-tuning on this machine: does it lower streaming WER/ARWER, per chunk size and for one
 random-chunk-size adapter? Writes benchmarks/results/finetune.json + .md.
 
-Data: the espeak-ng synthetic corpus (``--n-synth`` utterances, 8 voices) + the 39 real utterances, all splits,
-as dataset versions built by the build-dataset flow (pocketsphinx alignment). Evaluation: streaming on the 39
-real utterances (held-in: they are part of the training data, as the issue asks), the same engine and metrics
-for the base causal model (no adapter) and every adapter.
+Data: the `train` splits of the espeak-ng synthetic corpus (``--n-synth`` utterances, 8 voices) and of the real
+speech (split as the pipeline splits it: by speaker where a corpus has several, by utterance where it has one),
+validated on the real `dev` split. Evaluation: streaming on the real `test` split (held-out: no run trained or
+selected on it), the same engine and metrics for the base causal model (no adapter) and every adapter. The peers
+side by side: benchmarks/evaluation.py.
 
 Run: ``python benchmarks/finetune.py [--steps 240] [--other-steps 120] [--chunks 40,100,200,300,1000]``.
 """
@@ -30,10 +31,13 @@ def build_datasets(out: Path, n_synth: int, realspeech: Path) -> tuple[str, str]
     from data.synth import write_synthetic_corpus
     from flows.build_dataset import run_build
 
+    from configs.pipeline import load_pipeline_config
+
     cfg = load_dataset_config(str(Path(__file__).resolve().parent.parent / "configs" / "smoke.yaml"))
+    real_cfg = load_pipeline_config(str(Path(__file__).resolve().parent.parent / "configs" / "smoke.yaml")).real_dataset()
     corpus = write_synthetic_corpus(out / "corpora" / f"synth-{n_synth}", n_synth, seed=0)
     synth = run_build(str(corpus), str(out / "datasets"), cfg.model_copy(update={"name": f"synth{n_synth}"}), 2)
-    real = run_build(str(realspeech), str(out / "datasets"), cfg.model_copy(update={"name": "realspeech"}), 2)
+    real = run_build(str(realspeech), str(out / "datasets"), real_cfg, 2)
     return synth["version_dir"], real["version_dir"]
 
 
@@ -56,20 +60,20 @@ def main() -> None:
     from tasks.runtime import prefect_api
     from training.causal.evaluate import evaluate_streaming
     from training.causal.run import run_finetune
-    from training.evaluation.sets import load_realspeech
+    from training.evaluation.sets import load_split
 
     import torch
 
     torch.set_num_threads(2)
     with prefect_api():
         synth, real = build_datasets(out, args.n_synth, realspeech_path(args.realspeech))
-    utterances = load_realspeech(realspeech_path(args.realspeech))
+    utterances = load_split([real], ["test"])  # held-out: reported only
     started = time.perf_counter()
     base = evaluate_streaming("tiny.en", None, utterances, chunks)
     base_eval_s = time.perf_counter() - started
 
-    base_cfg = FinetuneConfig(datasets=(synth, real), splits=("train", "dev", "test"), validation_datasets=(real,),
-                              validation_splits=("train", "dev", "test"), max_steps=args.steps, batch_size=4,
+    base_cfg = FinetuneConfig(datasets=(synth, real), splits=("train",), validation_datasets=(real,),
+                              validation_splits=("dev",), max_steps=args.steps, batch_size=4,
                               lr=1e-3, warmup_steps=20, checkpoint_every=40, storage_path=str(out / "ray"),
                               output_dir=str(out / "adapters"), tracking_uri=f"sqlite:///{out / 'mlflow.db'}",
                               experiment="bench-finetune")
@@ -99,7 +103,8 @@ def main() -> None:
     payload = {
         "model": "tiny.en",
         "eval_set": f"realspeech, {len(utterances)} utterances (held-in), streaming engine greedy, cache reuse",
-        "training_data": {"synthetic": synth, "real": real, "splits": ["train", "dev", "test"]},
+        "training_data": {"synthetic": synth, "real": real, "splits": ["train"], "validation": "real dev",
+                          "evaluation": "real test (held-out)"},
         "base_eval_s": round(base_eval_s, 1),
         "wer_base_300ms": main_run and main_run["base"]["wer"],
         "arwer_base_300ms": main_run and main_run["base"]["arwer"],

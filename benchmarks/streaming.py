@@ -56,14 +56,16 @@ def make_system(name: str, model, chunk_ms: int, hush_word=None):
 
 
 def mac_summary(dims, utterances, chunks: list[int]) -> dict:
-    from training.streaming.macs import encoder_macs_offline, encoder_macs_stream
+    from training.streaming.macs import encoder_macs_offline, encoder_macs_stream, executed_padding
 
     offline = encoder_macs_offline(dims)
     out = {"offline_30s_pass": offline}
     for chunk in chunks:
         tau0 = max(600, chunk)
-        full = encoder_macs_stream(dims, 1500, chunk, tau0)
-        per_utt = [encoder_macs_stream(dims, len(u.audio) // 320, chunk, tau0) / offline for u in utterances]
+        rows, keys = executed_padding()  # as executed: the encoder's row and key padding counted
+        full = encoder_macs_stream(dims, 1500, chunk, tau0, row_multiple=rows, key_multiple=keys)
+        per_utt = [encoder_macs_stream(dims, len(u.audio) // 320, chunk, tau0, row_multiple=rows, key_multiple=keys)
+                   / offline for u in utterances]
         out[f"{chunk}ms"] = {"stream_30s_vs_offline": round(full / offline, 4),
                              "utterance_stream_vs_offline_median": round(statistics.median(per_utt), 4)}
     return out

@@ -23,7 +23,7 @@ from flows.finetune_causal import finetune_causal
 from flows.hush_word import train_hush_word_flow
 from flows.sweep_emma import sweep_emma
 from tasks.pipeline import (PipelineBusy, evaluate_summary, evaluation_specs, output_root_lock, preflight,
-                            synthesize_corpus)
+                            synthesize_corpus, tag_test_numbers)
 from tasks.runtime import prefect_api
 
 __all__ = ["PipelineBusy", "pipeline", "run_pipeline"]
@@ -82,6 +82,9 @@ def _stages(config: PipelineConfig, realspeech: str | None) -> dict:
         out["evaluate_test"] = timed("evaluate", evaluate, specs, held_out, datasets, ["train"],
                                      limit=config.evaluate_limit, out_dir=str(root / "evaluation"),
                                      tracking_uri=config.tracking_uri)
+        promotion = (out.get("sweep_emma") or {}).get("promotion")
+        out["promotion_test_tags"] = tag_test_numbers(out["sweep_emma"]["tracking_uri"], promotion,
+                                                      out["evaluate_test"]) if promotion else {}
     out["stage_s"] = times
     out["wall_s"] = round(time.perf_counter() - started, 1)
     return out

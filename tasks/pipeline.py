@@ -97,3 +97,24 @@ def evaluation_specs(config: PipelineConfig, adapters: dict[int, str], sweep: di
             specs += [SystemSpec(f"whisperlivekit SimulStreaming {c} ms", "whisperlivekit-simul", c, config.model)
                       for c in config.evaluate_peer_chunk_ms]
     return specs
+
+
+@task(name="tag-test-numbers", cache_policy=NO_CACHE)
+def tag_test_numbers(tracking_uri: str, promotion: dict | None, evaluation: dict) -> dict[str, str]:
+    """The promoted model version was chosen on `dev`; its held-out `test` numbers (reported, never selected on)
+    go onto the version as ``test_*`` tags next to the dev ones."""
+    from training.tracking import client
+
+    if not promotion or not promotion.get("version") or not promotion.get("registered_model"):
+        return {}
+    rows = [r for r in evaluation["systems"] if r["spec"].get("emma_dir")]
+    if not rows:
+        return {}
+    row, ts = rows[0], evaluation["test_set"]
+    tags = {f"test_{k}": str(row[k]) for k in ("wer", "laal_ms", "word_latency_ms_median", "rtf", "step_ms_median")}
+    tags |= {"test_set": f"{ts['n_utterances']} utterances, {ts['seconds']} s, {ts['speakers']} speakers",
+             "test_set_audio_sha256": ts.get("audio_sha256", ""), "selected_on": "dev split"}
+    c = client(tracking_uri)
+    for k, v in tags.items():
+        c.set_model_version_tag(promotion["registered_model"], promotion["version"], k, v)
+    return tags

@@ -409,6 +409,7 @@ def test_stream_macs_match_flop_counter(model, exact):
             out = enc._drain(state, final=True)  # then only the transformer blocks are counted
     assert out.shape[0] == n
     d, n_layer = model.dims.n_audio_state, model.dims.n_audio_layer
+    assert macs.executed_padding(exact) == (ROW_MULTIPLE, enc.key_multiple)  # what the reports count
     executed = macs.encoder_macs_stream(model.dims, n, 100, 600, row_multiple=ROW_MULTIPLE,
                                         key_multiple=enc.key_multiple)
     assert counter.get_total_flops() == 2 * (executed - macs.conv_macs(model.dims, n))

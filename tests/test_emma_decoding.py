@@ -9,7 +9,7 @@ import torch
 
 from configs.emma import PChooseSettings
 from training.emma.p_choose import EmmaPolicy
-from training.emma.decoding import EmmaStreamingDecoder
+from training.emma.decoding import EmmaStreamingDecoder, emma_decoder
 
 
 @pytest.fixture(scope="module")
@@ -123,5 +123,5 @@ def test_threshold_reaches_the_decoder_and_moves_emissions(model, frames, one_to
     assert low[1][: split + 1] == pytest.approx(high[1][: split + 1]) and 0.3 <= low[1][split] < 0.5
     assert len(low[2].words) >= 5 and len(high[2].words) >= 5
     # the engine (what the sweep evaluates through) hands its t_emma to this decoder
-    engine = CausalStreamingEngine(model, emma=policy, t_emma=0.42, max_stall=5)
+    engine = CausalStreamingEngine(model, decoder=emma_decoder(policy, t_emma=0.42, max_stall=5))
     assert (engine.decoder.t_emma, engine.decoder.max_stall) == (0.42, 5)

@@ -29,7 +29,7 @@ def test_pipeline_runs_end_to_end_and_reruns_only_what_changed(prefect_server, r
     from flows.pipeline import pipeline
 
     first = pipeline(config=_config(tmp_path, mlflow_server))
-    assert set(first["stage_s"]) == {"build_dataset", "train_hush_word", "finetune_causal", "sweep_emma"}
+    assert set(first["stage_s"]) == {"build_dataset", "train_hush_word", "finetune_causal", "sweep_emma", "evaluate"}
     assert first["finetune_causal"][0]["status"] == "ok" and not first["sweep_emma"]["skipped"]
     promotion = first["sweep_emma"]["promotion"]  # the session's MLflow server may hold a champion already
     assert promotion["version"] and promotion["decision"].startswith(("champion", "refused"))
@@ -40,6 +40,10 @@ def test_pipeline_runs_end_to_end_and_reruns_only_what_changed(prefect_server, r
     assert sources["causal tuned 300 ms"] == "ours" and sources["offline Whisper (ours, 30 s pad)"] == "ours"
     assert sources["whisperlivekit LocalAgreement-2 1000 ms"].startswith("pypi:whisperlivekit==")
     assert (tmp_path / "evaluation" / "evaluation.json").exists()
+    emma = [r for r in test["systems"] if r["spec"].get("emma_dir")]  # the dev-selected trial, scored on test
+    assert len(emma) == 1 and emma[0]["name"].endswith("(dev-selected)")
+    version = client(mlflow_server).get_model_version(promotion["registered_model"], promotion["version"])
+    assert version.tags["test_wer"] == str(emma[0]["wer"]) and version.tags["selected_on"] == "dev split"
 
     # nothing changed: every stage is a cache hit (the evaluation re-runs: its timings are part of its result)
     again = pipeline(config=_config(tmp_path, mlflow_server, evaluate_peers=False))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,10 @@ RUN_KEY = "whisperline.run_key"
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "5")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
+# The main job prints its result table and the UI commands; MLflow's per-run URL lines and artifact progress bars
+# (one per logged model) would bury them. The UI command the CLI prints finds every run.
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 class TrackingUnavailable(RuntimeError):
@@ -162,6 +167,14 @@ def audio_signature(outputs: Mapping[str, str], chunk_param: bool = False):
                           params=ParamSchema([ParamSpec("chunk_ms", "long", 0)]) if chunk_param else None)
 
 
+def _log_model(mlflow, name: str, code_path: str, artifacts: Mapping[str, str], registered_name: str | None,
+               model_config: Mapping[str, Any] | None, signature):
+    return mlflow.pyfunc.log_model(name=name, python_model=code_path, artifacts=dict(artifacts),
+                                   pip_requirements=["whisperline"], registered_model_name=registered_name,
+                                   model_config=dict(model_config) if model_config else None,
+                                   signature=signature or audio_signature({"audio_path": "string", "text": "string"}))
+
+
 def log_pyfunc_model(tracking_uri: str, run_id: str, code_path: str, artifacts: Mapping[str, str],
                      registered_name: str | None, name: str = "model", signature=None,
                      model_config: Mapping[str, Any] | None = None) -> tuple[str, str | None]:
@@ -172,10 +185,11 @@ def log_pyfunc_model(tracking_uri: str, run_id: str, code_path: str, artifacts: 
     mlflow.set_registry_uri(tracking_uri)
     mlflow.start_run(run_id=run_id)
     try:
-        info = mlflow.pyfunc.log_model(name=name, python_model=code_path, artifacts=dict(artifacts),
-                                       pip_requirements=["whisperline"], registered_model_name=registered_name,
-                                       model_config=dict(model_config) if model_config else None,
-                                       signature=signature or audio_signature({"audio_path": "string", "text": "string"}))
+        with warnings.catch_warnings():
+            # the signature is explicit (an audio path in, text out): an input example would be an audio file
+            # path that does not exist where the model is loaded, so none is logged, on purpose
+            warnings.filterwarnings("ignore", message="An input example was not provided")
+            info = _log_model(mlflow, name, code_path, artifacts, registered_name, model_config, signature)
     finally:
         # not FINISHED here (the `with` form would mark it so): the caller still logs metrics and then sets the
         # final state, so a crash in between never leaves a FINISHED run with missing metrics

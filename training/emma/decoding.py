@@ -112,3 +112,14 @@ class EmmaStreamingDecoder(StreamingDecoderBase):
 
     def hypothesis(self, state: EmmaState) -> Hypothesis:
         return split_words(self.tokenizer, state.tokens, len(state.tokens), final=state.ended)
+
+
+def emma_decoder(policy: EmmaPolicy, t_emma: float = 0.3, max_stall: int = 3, decision: str = "min"):
+    """A decoder factory for ``CausalStreamingEngine(decoder=…)``: EMMA's read/write policy instead of the
+    stability rule."""
+
+    def make(model, tokenizer, pad_frames: Tensor | None, int8_vocab: bool) -> EmmaStreamingDecoder:
+        return EmmaStreamingDecoder(model, tokenizer, policy, t_emma=t_emma, max_stall=max_stall, decision=decision,
+                                    pad_frames=pad_frames, int8_vocab=int8_vocab)
+
+    return make

@@ -31,9 +31,11 @@ class EmmaStreamingModel(PythonModel):
             raise ValueError(f"expected a DataFrame with an 'audio_path' column, got columns {list(model_input)}")
         chosen = {**self.defaults, **{k: v for k, v in (params or {}).items() if v}}
         chunk_ms = self.cfg.chunk_ms
+        from training.emma.decoding import emma_decoder
+
         engine = CausalStreamingEngine(self.model, chunk_ms=chunk_ms, tau0_ms=self.cfg.resolved_tau0_ms,
-                                       emma=self.policy, t_emma=float(chosen["t_emma"]),
-                                       max_stall=int(chosen["max_stall"]), decision=self.cfg.decision)
+                                       decoder=emma_decoder(self.policy, float(chosen["t_emma"]),
+                                                            int(chosen["max_stall"]), self.cfg.decision))
         rows = []
         for path in model_input["audio_path"]:
             record = run_stream(engine, load_audio(str(path)).samples, chunk_ms)

@@ -115,8 +115,10 @@ def evaluate_policy(model, policy: EmmaPolicy, utterances: Sequence[Utterance], 
     """Stream every utterance through the causal engine under the policy and score it like every other system."""
     from training.streaming.engine import CausalStreamingEngine
 
-    engine = CausalStreamingEngine(model.eval(), chunk_ms=chunk_ms, tau0_ms=tau0_ms, emma=policy.eval(),
-                                   t_emma=t_emma, max_stall=max_stall, decision=decision)
+    from training.emma.decoding import emma_decoder
+
+    engine = CausalStreamingEngine(model.eval(), chunk_ms=chunk_ms, tau0_ms=tau0_ms,
+                                   decoder=emma_decoder(policy.eval(), t_emma, max_stall, decision))
     scores = evaluate_records(stream_all(engine, utterances, chunk_ms), utterances)
     return {k: float(scores[k]) for k in EVAL_KEYS if k in scores}
 

@@ -105,9 +105,11 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
             from training.emma.artifact import load_policy
 
             model, policy, meta = load_policy(spec.emma_dir, spec.adapter_dir)
-            engine = CausalStreamingEngine(model, chunk, tau0, emma=policy, t_emma=spec.t_emma,
-                                           decision=meta["config"].get("decision", "min"),
-                                           max_stall=meta["config"].get("max_stall", 3), pad_silence=spec.pad_silence)
+            from training.emma.decoding import emma_decoder
+
+            decoder = emma_decoder(policy, spec.t_emma, meta["config"].get("max_stall", 3),
+                                   meta["config"].get("decision", "min"))
+            engine = CausalStreamingEngine(model, chunk, tau0, decoder=decoder, pad_silence=spec.pad_silence)
         else:
             engine = CausalStreamingEngine(models.get(spec.model, spec.adapter_dir), chunk, tau0,
                                            pad_silence=spec.pad_silence)

@@ -12,10 +12,12 @@ conv front end and the STFT window), so `lookahead_ms = 12.5`; end of stream zer
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Protocol
+
 import numpy as np
 import torch
 
-from training.emma.decoding import EmmaStreamingDecoder
 from training.streaming.beam import StreamingBeamDecoder
 from training.streaming.decoding import CachePolicy, StreamingGreedyDecoder
 from training.streaming.encoder import CausalEncoder
@@ -23,21 +25,36 @@ from training.streaming.events import Hypothesis
 from training.streaming.frontend import StreamingLogMel, causal_log_mel
 
 
+class StreamingDecoder(Protocol):
+    """What the engine needs of a decoder (greedy, beam, EMMA, …): per-stream state, new encoder frames in, the
+    committed/tentative hypothesis out."""
+
+    def new_state(self) -> Any: ...
+
+    def update(self, state: Any, frames: torch.Tensor, final: bool = False) -> Any: ...
+
+    def hypothesis(self, state: Any) -> Hypothesis: ...
+
+
+# (model, tokenizer, pad_frames or None, int8_vocab) -> a decoder
+DecoderFactory = Callable[[Any, Any, "torch.Tensor | None", bool], StreamingDecoder]
+
+
 class CausalStreamingEngine:
     lookahead_ms = 12.5
 
-    def __init__(self, model, chunk_ms: int = 300, tau0_ms: int = 600, *, n_check: int = 2,
-                 cache_policy: CachePolicy = "reuse", beam_size: int | None = None, pad_silence: bool = False,
-                 int8_vocab: bool = True, tokenizer=None, emma=None, t_emma: float = 0.3, max_stall: int = 3,
-                 decision: str = "min") -> None:
+    def __init__(self, model, chunk_ms: int = 300, tau0_ms: int = 600, *, decoder: DecoderFactory | None = None,
+                 n_check: int = 2, cache_policy: CachePolicy = "reuse", beam_size: int | None = None,
+                 pad_silence: bool = False, int8_vocab: bool = True, tokenizer=None) -> None:
         """`beam_size` None/1: greedy (Algorithm 1), else streaming beam search (Algorithm 2).
         `cache_policy` / `int8_vocab`: the decoder's speed trade-offs (decoding.py, textdecoder.py);
         `cache_policy="exact", int8_vocab=False` is the exact reference (benchmarks measure both).
         `pad_silence`: the decoder sees the frames heard so far followed by encoder frames of
         silence up to 30 s (see textdecoder.CrossCache): needed by the original weights, which
         otherwise restart the sentence on partial audio; off in the paper's setting.
-        `emma`: an `EmmaPolicy`: decode under its read/write policy (threshold `t_emma`, `max_stall`)
-        instead of the stability rule (training/emma/decoding.py)."""
+        `decoder`: another write policy than the stability rule, as a factory
+        `(model, tokenizer, pad_frames, int8_vocab) -> decoder` (e.g. `training.emma.decoding.emma_decoder(policy,
+        t_emma)`): the engine knows the decoder interface (`new_state`, `update`, `hypothesis`), not the policies."""
         from whisper.tokenizer import get_tokenizer
 
         self.model = model
@@ -48,11 +65,9 @@ class CausalStreamingEngine:
         self.encoder = CausalEncoder(model.encoder, chunk_ms, tau0_ms)
         self.frontend = StreamingLogMel(model.dims.n_mels)
         pad = self._silence_frames() if pad_silence else None
-        self.decoder: StreamingGreedyDecoder | StreamingBeamDecoder | EmmaStreamingDecoder
-        if emma is not None:
-            self.decoder = EmmaStreamingDecoder(model, self.tokenizer, emma, t_emma=t_emma, max_stall=max_stall,
-                                                decision=decision,
-                                                pad_frames=pad, int8_vocab=int8_vocab)
+        self.decoder: StreamingDecoder
+        if decoder is not None:
+            self.decoder = decoder(model, self.tokenizer, pad, int8_vocab)
         elif beam_size and beam_size > 1:
             self.decoder = StreamingBeamDecoder(model, self.tokenizer, beam_size=beam_size, n_check=n_check,
                                                 pad_frames=pad, int8_vocab=int8_vocab)
