@@ -77,6 +77,7 @@ def main() -> None:
     parser.add_argument("--realspeech", default=None)
     args = parser.parse_args()
     out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_HOME", str(out / ".prefect"))
     chunks = [int(c) for c in args.chunks.split(",")]
 

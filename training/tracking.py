@@ -188,7 +188,7 @@ def log_pyfunc_model(tracking_uri: str, run_id: str, code_path: str, artifacts: 
         with warnings.catch_warnings():
             # the signature is explicit (an audio path in, text out): an input example would be an audio file
             # path that does not exist where the model is loaded, so none is logged, on purpose
-            warnings.filterwarnings("ignore", message="An input example was not provided")
+            warnings.filterwarnings("ignore", message=".*An input example was not provided")  # ANSI-coloured
             info = _log_model(mlflow, name, code_path, artifacts, registered_name, model_config, signature)
     finally:
         # not FINISHED here (the `with` form would mark it so): the caller still logs metrics and then sets the
