@@ -99,22 +99,27 @@ def plot(result: dict[str, Any], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    markers = iter("osD^v<>pPX*h" * 4)
     for r in result["systems"]:
         x, y = r["word_latency_ms_median"], r["wer"]
         if r["chunk_ms"] is None or not _finite(x):
             continue
-        ax.scatter([x], [100 * y], marker="o" if r["within_wer_cap"] else "x",
-                   color="tab:blue" if r["source"] == "ours" else "tab:orange")
-        ax.annotate(r["name"], (x, 100 * y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        # one legend entry per system (names would overlap where systems cluster); hollow = over the WER cap
+        colour = "tab:blue" if r["source"] == "ours" else "tab:orange"
+        ax.scatter([x], [100 * y], marker=next(markers), s=50, edgecolors=colour,
+                   facecolors=colour if r["within_wer_cap"] else "none",
+                   label=f"{r['name']}{'' if r['within_wer_cap'] else ' (over cap)'}")
     if result["offline_wer"] is not None:
         ax.axhline(100 * result["offline_wer"], color="grey", lw=0.8, label="offline Whisper")
         ax.axhline(100 * (result["offline_wer"] + result["wer_cap_points"]), color="grey", ls="--", lw=0.8,
                    label="WER cap")
+    ax.set_yscale("log")  # WERs from a few % to hundreds of % (a model that restarts sentences)
     ax.set_xlabel("median word latency, real-time queue (ms)")
     ax.set_ylabel("WER (%)")
-    ax.set_title(f"held-out test set: {result['test_set']['n_utterances']} utterances (blue: ours, orange: PyPI)")
-    ax.legend(fontsize=8)
+    ax.set_title(f"held-out test set: {result['test_set']['n_utterances']} utterances (blue: ours, orange: PyPI)",
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
