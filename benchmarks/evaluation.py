@@ -5,13 +5,16 @@
    real speech: by speaker within multi-speaker corpora, by utterance within single-speaker ones, train/dev/test
    0.4/0.2/0.4.
 2. The causal LoRA adapter at 300 ms (and, with ``--rcs``, the random-chunk-size one) trains on the `train` splits
-   only and is validated on the real `dev` split (the leakage guard checks both).
+   only and is validated on the real `dev` split (the leakage guard checks both). With ``--emma``, an EMMA policy
+   (the recipe that led the held-in sweep: p_choose + value projections, alignment supervision, mean decision) trains
+   on the same `train` splits on top of the 300 ms adapter, and its threshold t_emma is chosen on `dev`.
 3. The evaluate flow streams the real `test` split (never trained on, never selected on) through offline Whisper,
    faster-whisper, our causal engine (original weights and tuned) and whisperlivekit's LocalAgreement-2 and
-   SimulStreaming at every ``--chunks`` size, one real-time-queue latency clock for all.
+   SimulStreaming at every ``--chunks`` size, one real-time-queue latency clock for all; ``--repeats`` times, timings
+   reported as medians of the repeats.
 
 Writes benchmarks/results/evaluation.json / .md / _pareto.png (and an MLflow run in the benchmark's store).
-Run: ``python benchmarks/evaluation.py [--steps 240] [--chunks 300,1000] [--rcs]``.
+Run: ``python benchmarks/evaluation.py [--steps 240] [--chunks 300,1000] [--rcs] [--emma] [--repeats 3]``.
 """
 
 from __future__ import annotations
@@ -45,6 +48,33 @@ def build_datasets(out: Path, n_synth: int, roots: list[Path]) -> tuple[str, lis
     return synth["version_dir"], [r["version_dir"] for r in real]
 
 
+def train_emma(train: list[str], dev: list[str], adapter: str, out: Path, steps: int, tracking: str,
+               thresholds: tuple[float, ...] = (0.3, 0.4, 0.5)) -> dict:
+    """One EMMA policy on the `train` splits; t_emma = the threshold with the lowest WER on `dev` (ties: lower LAAL)."""
+    from configs.emma import EmmaConfig
+    from data.leakage import check_held_out
+    from training.emma.artifact import load_policy
+    from training.emma.train import eval_utterances, evaluate_policy, train_policy
+
+    cfg = EmmaConfig(datasets=tuple(train), splits=("train",), validation_datasets=tuple(dev),
+                     validation_splits=("dev",), validation_limit=16, adapter_dir=adapter, max_steps=steps,
+                     variant="pchoose_value", lambda_alignment=1.0, decision="mean", lr=1e-3, lambda_latency=0.05,
+                     lambda_variance=0.0, tracking_uri=tracking).resolved_paths()
+    check_held_out(cfg.datasets, cfg.splits, cfg.validation_datasets, cfg.validation_splits)
+    started = time.perf_counter()
+    trained = train_policy(cfg, out / "emma" / cfg.config_hash()[:16])
+    train_s = time.perf_counter() - started
+    model, policy, _ = load_policy(trained["policy_dir"], adapter)
+    utterances = eval_utterances(cfg)
+    dev_rows = [{"t_emma": t, **evaluate_policy(model, policy, utterances, cfg.chunk_ms, cfg.resolved_tau0_ms, t,
+                                                cfg.max_stall, cfg.decision)} for t in thresholds]
+    best = min(dev_rows, key=lambda r: (r["wer"], r["laal_ms"]))
+    for r in dev_rows:
+        print(f"EMMA dev t_emma={r['t_emma']}: WER {r['wer']:.2%} LAAL {r['laal_ms']} ms")
+    return {"policy_dir": trained["policy_dir"], "t_emma": best["t_emma"], "chunk_ms": cfg.chunk_ms,
+            "train_wall_s": round(train_s, 1), "steps": steps, "dev": dev_rows, "metrics": trained["metrics"]}
+
+
 def headline(result: dict) -> dict:
     """The top-level numbers the issues name (held-out test split)."""
     rows = {r["name"]: r for r in result["systems"]}
@@ -60,6 +90,7 @@ def headline(result: dict) -> dict:
             "peer_simul_1000ms_wer": wer("whisperlivekit SimulStreaming 1000 ms"),
             "causal_only_tuned_300ms_wer": wer("causal tuned 300 ms"),
             "rcs_300ms_wer": wer("causal random-chunk adapter 300 ms"),
+            "emma_300ms_wer": wer("causal tuned + EMMA 300 ms"),
             "best_streaming": None if best is None else {k: best[k] for k in (
                 "name", "chunk_ms", "wer", "word_latency_ms_median", "rtf")}}
 
@@ -70,6 +101,11 @@ def main() -> None:
     parser.add_argument("--n-synth", type=int, default=240)
     parser.add_argument("--chunks", default="300,1000")
     parser.add_argument("--rcs", action="store_true", help="also train and score the random-chunk-size adapter")
+    parser.add_argument("--emma", action="store_true", help="also train an EMMA policy (t_emma chosen on dev)")
+    parser.add_argument("--emma-steps", type=int, default=80)
+    parser.add_argument("--repeats", type=int, default=3, help="stream the test set N times (timings: medians)")
+    parser.add_argument("--adapter", action="append", default=[], metavar="CHUNK_MS=DIR",
+                        help="reuse this tuned adapter (trained on the same train splits) instead of training one")
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--limit", type=int, default=None, help="first N test utterances (smoke runs)")
     parser.add_argument("--out", default="outputs/bench-evaluation")
@@ -104,7 +140,16 @@ def main() -> None:
                                      "experiment": "bench-evaluation", "validation_limit": 16})
         training = {}
         adapters = {}
+        given = {int(k): str(Path(v).resolve()) for k, v in (a.split("=", 1) for a in args.adapter)}
         for c in [c for c in chunks if c <= 300] or [300]:
+            if c in given:
+                adapters[c] = given[c]
+                meta = json.loads((Path(given[c]) / "whisperline_adapter.json").read_text())
+                if {d["path"] for d in meta["datasets"]} != set(train) or meta["chunk_ms"] != c:
+                    raise SystemExit(f"{given[c]} was not trained at {c} ms on these dataset versions")
+                training[f"{c}ms"] = {"adapter_dir": given[c], "reused": True, "config_hash": meta["config_hash"],
+                                      "git_commit": meta.get("git_commit")}
+                continue
             summary = run_finetune(cfg.for_chunk(c))
             adapters[c] = summary["adapter_dir"]
             training[f"{c}ms"] = {k: summary[k] for k in ("run_id", "train_wall_s", "metrics")}
@@ -113,9 +158,15 @@ def main() -> None:
             summary = run_finetune(random_chunk_config(cfg, [40, 100, 200, 300]))
             rcs = summary["adapter_dir"]
             training["rcs"] = {k: summary[k] for k in ("run_id", "train_wall_s", "metrics")}
-        specs = default_specs(chunks, adapters, rcs, peers=not args.no_peers)
+        emma = None
+        if args.emma:
+            emma = train_emma(train, real, adapters[300], out, args.emma_steps, tracking)
+            training["emma"] = emma
+        specs = default_specs(chunks, adapters, rcs, emma and emma["policy_dir"], emma and adapters[300],
+                              emma["t_emma"] if emma else 0.3, peers=not args.no_peers,
+                              emma_chunk_ms=emma and emma["chunk_ms"])
         result = evaluate(specs, real, train, ["train"], limit=args.limit, out_dir=str(out / "report"),
-                          tracking_uri=tracking)
+                          tracking_uri=tracking, repeats=args.repeats)
     result.update(headline(result))
     result["training"] = {"datasets": train, "splits": ["train"], "validation": "real dev split (held-out)",
                           "runs": training, "steps": args.steps}

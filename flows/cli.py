@@ -109,6 +109,7 @@ def evaluate_cmd(
     t_emma: Annotated[float, typer.Option()] = 0.3,
     peers: Annotated[bool, typer.Option(help="the real PyPI peers (whisperlivekit, faster-whisper)")] = True,
     limit: Annotated[Optional[int], typer.Option(help="first N utterances only (smoke runs)")] = None,
+    repeats: Annotated[int, typer.Option(help="stream the set N times; timings are medians of the N")] = 1,
     out: Annotated[Optional[Path], typer.Option(help="folder for evaluation.json / .md / _pareto.png")] = None,
     tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
 ) -> None:
@@ -117,9 +118,15 @@ def evaluate_cmd(
     from training.evaluation.systems import default_specs
 
     adapters = {int(k): v for k, v in (a.split("=", 1) for a in adapter or [])}
-    specs = default_specs(chunk_ms or [300, 1000], adapters, rcs_adapter, emma, emma_adapter, t_emma, peers)
+    emma_chunk = None
+    if emma:
+        from training.emma.artifact import read_policy_meta
+
+        emma_chunk = read_policy_meta(emma)["config"]["chunk_ms"]  # the size it was trained at
+    specs = default_specs(chunk_ms or [300, 1000], adapters, rcs_adapter, emma, emma_adapter, t_emma, peers,
+                          emma_chunk_ms=emma_chunk)
     result = run_evaluate(specs, test, train or [], train_split or ["train"], split, limit,
-                          str(out) if out else None, tracking_uri)
+                          str(out) if out else None, tracking_uri, repeats=repeats)
     typer.echo(json.dumps({k: v for k, v in result.items() if k != "systems"} | {"systems": [
         {k: r[k] for k in ("name", "source", "chunk_ms", "wer", "word_latency_ms_median", "rtf", "within_wer_cap")}
         for r in result["systems"]]}, indent=2, default=str))

@@ -13,7 +13,7 @@ from training.evaluation.systems import SystemSpec
 def evaluate_held_out(specs: list[SystemSpec], test_datasets: list[str], train_datasets: list[str],
                       train_splits: list[str], split: str = "test", limit: int | None = None,
                       out_dir: str | None = None, tracking_uri: str | None = None,
-                      experiment: str = "whisperline-evaluation") -> dict:
+                      experiment: str = "whisperline-evaluation", repeats: int = 1) -> dict:
     """Refuses (LeakageError) when the test audio is in the training data; streams every system; report + MLflow."""
     from data.leakage import check_held_out
     from training.evaluation.report import evaluate_systems, log_report, write_report
@@ -26,7 +26,8 @@ def evaluate_held_out(specs: list[SystemSpec], test_datasets: list[str], train_d
     test_set = {**describe(test_datasets, [split], scored), "audio_sha256_overlap_with_training": overlap,
                 "warmup_utterance_not_scored": warmup.utt_id if warmup else None}
     logger = get_run_logger()
-    result = evaluate_systems(specs, scored, test_set=test_set, warmup=warmup, log=logger.info)
+    result = evaluate_systems(specs, scored, test_set=test_set, warmup=warmup, repeats=repeats,
+                              log=logger.info)
     if out_dir:
         files = write_report(result, out_dir)
         if tracking_uri:

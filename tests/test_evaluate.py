@@ -70,3 +70,21 @@ def test_evaluate_refuses_a_test_set_seen_in_training(real_shards):
 
     with pytest.raises(LeakageError, match=r"6 train utterance\(s\) of splits"):
         evaluate(SPECS[:1], [str(real_shards)], [str(real_shards)], ["train"], split="train")
+
+
+def test_repeats_report_medians_of_the_clock_and_one_transcript(test_shards):
+    """Timings are medians over repeats (noisy shared machines); the words come from one repeat and a
+    deterministic system writes the same words every time."""
+    import statistics
+
+    from training.evaluation.report import evaluate_systems
+    from training.evaluation.sets import load_split
+
+    utterances = load_split([str(test_shards)], ["test"])[:1]
+    result = evaluate_systems([SPECS[1]], utterances, test_set={}, repeats=3, log=lambda *_: None)
+    row = result["systems"][0]
+    assert row["repeats"] == 3 and len(row["runs"]) == 3 and row["transcripts_identical"]
+    assert row["rtf"] == round(statistics.median(r["rtf"] for r in row["runs"]), 4)
+    assert row["step_ms_median"] == round(statistics.median(r["step_ms_median"] for r in row["runs"]), 4)
+    with pytest.raises(ValueError, match="repeats"):
+        evaluate_systems([SPECS[1]], utterances, test_set={}, repeats=0)

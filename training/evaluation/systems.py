@@ -125,9 +125,10 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
 
 def default_specs(chunk_sizes: list[int], adapters: dict[int, str] | None = None, rcs_adapter: str | None = None,
                   emma_dir: str | None = None, emma_adapter: str | None = None, t_emma: float = 0.3,
-                  peers: bool = True, model: str = "tiny.en") -> list[SystemSpec]:
+                  peers: bool = True, model: str = "tiny.en", emma_chunk_ms: int | None = None) -> list[SystemSpec]:
     """Offline references, our causal engine (original weights, tuned per-chunk and random-chunk adapters, EMMA)
-    and the PyPI peers at every chunk size."""
+    and the PyPI peers at every chunk size. An EMMA policy is scored at ``emma_chunk_ms`` only (the chunk size it
+    and its adapter were trained at) when given, else at every size."""
     specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline", model=model)]
     if peers:
         specs.append(SystemSpec("faster-whisper offline", "faster-whisper", model=model))
@@ -138,7 +139,7 @@ def default_specs(chunk_sizes: list[int], adapters: dict[int, str] | None = None
         if rcs_adapter:
             specs.append(SystemSpec(f"causal random-chunk adapter {chunk} ms", "causal", chunk, model,
                                     adapter_dir=rcs_adapter))
-        if emma_dir:
+        if emma_dir and emma_chunk_ms in (None, chunk):
             specs.append(SystemSpec(f"causal tuned + EMMA {chunk} ms", "causal", chunk, model,
                                     adapter_dir=emma_adapter, emma_dir=emma_dir, t_emma=t_emma))
         if peers:
