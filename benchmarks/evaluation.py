@@ -121,7 +121,6 @@ def main() -> None:
 
     from configs.finetune import load_finetune_config
     from flows.evaluate import evaluate
-    from flows.finetune_causal import random_chunk_config
     from tasks.runtime import prefect_api
     from training.causal.run import run_finetune
     from training.evaluation.report import write_report
@@ -155,7 +154,7 @@ def main() -> None:
             training[f"{c}ms"] = {k: summary[k] for k in ("run_id", "train_wall_s", "metrics")}
         rcs = None
         if args.rcs:
-            summary = run_finetune(random_chunk_config(cfg, [40, 100, 200, 300]))
+            summary = run_finetune(cfg.for_random_chunks([40, 100, 200, 300]))
             rcs = summary["adapter_dir"]
             training["rcs"] = {k: summary[k] for k in ("run_id", "train_wall_s", "metrics")}
         emma = None

@@ -56,7 +56,6 @@ def main() -> None:
     os.environ.setdefault("PREFECT_HOME", str(out / ".prefect"))
 
     from configs.finetune import FinetuneConfig, default_tau0_ms
-    from flows.finetune_causal import random_chunk_config
     from tasks.runtime import prefect_api
     from training.causal.evaluate import evaluate_streaming
     from training.causal.run import run_finetune
@@ -91,7 +90,7 @@ def main() -> None:
                               "base": {k: base[chunk][k] for k in KEYS}}
     rcs = None
     if not args.no_rcs:
-        cfg = random_chunk_config(base_cfg, chunks)
+        cfg = base_cfg.for_random_chunks(chunks)
         summary = run_finetune(cfg)
         scores = evaluate_streaming("tiny.en", summary["adapter_dir"], utterances,
                                     [c for c in chunks if c in cfg.chunk_ms_choices], tau0_ms=cfg.resolved_tau0_ms)

@@ -7,6 +7,8 @@ Prefect cache and of the MLflow run, so a retried or resumed run finds its own c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -37,6 +39,32 @@ class LoraSettings(BaseModel):
     init: Literal["peft", "carelesswhisper"] = "peft"
 
 
+class AugmentSettings(BaseModel):
+    """Training-time audio augmentation (``training.causal.augment``): what real test speech varies in and the
+    training clips do not (LJSpeech clips end at the last word, espeak-ng is noise-free). Each utterance of each
+    step is augmented with probability ``p`` (0: off); word and token times move with the audio."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    p: float = Field(0.0, ge=0, le=1, description="probability that an utterance is augmented at a step")
+    speed: tuple[float, float] = Field((0.9, 1.1), description="speed perturbation factor range (resampling)")
+    lead_silence_ms: tuple[int, int] = Field((0, 1500), description="silence prepended (real clips carry 0–2.5 s)")
+    gain_db: tuple[float, float] = (-12.0, 6.0)
+    snr_db: tuple[float, float] = Field((10.0, 40.0), description="additive coloured noise, over the whole clip")
+    reverb_p: float = Field(0.3, ge=0, le=1, description="probability of a synthetic room (exponential decay)")
+    rt60_s: tuple[float, float] = (0.15, 0.6)
+
+    @model_validator(mode="after")
+    def _ranges(self) -> AugmentSettings:
+        for name in ("speed", "lead_silence_ms", "gain_db", "snr_db", "rt60_s"):
+            lo, hi = getattr(self, name)
+            if lo > hi:
+                raise ValueError(f"augment.{name}: {lo} > {hi}")
+        if self.speed[0] <= 0 or self.lead_silence_ms[0] < 0 or self.rt60_s[0] <= 0:
+            raise ValueError("augment: speed and rt60_s must be > 0, lead_silence_ms ≥ 0")
+        return self
+
+
 class ChaosConfig(BaseModel):
     """Fault drill: SIGKILL the worker of ``rank`` when it reaches ``at_step``, once (``marker`` file)."""
 
@@ -55,6 +83,7 @@ class FinetuneConfig(JobConfig):
     sample_fraction: float | None = Field(None, gt=0, le=1, description="f̂; default: the paper's value per chunk")
     margin_ms: int = Field(1000, ge=0, description="sample points up to the speech end plus this (silence)")
     lora: LoraSettings = LoraSettings()
+    augment: AugmentSettings = AugmentSettings()
 
     val_every: int = Field(0, ge=0, description="streaming validation every N steps (0: at the end only)")
 
@@ -115,6 +144,16 @@ class FinetuneConfig(JobConfig):
     def for_chunk(self, chunk_ms: int) -> FinetuneConfig:
         """This config at another chunk size (τ0 re-derived unless it was set explicitly)."""
         return FinetuneConfig.model_validate({**self.model_dump(), "chunk_ms": chunk_ms, "chunk_ms_choices": None})
+
+    def for_random_chunks(self, chunk_sizes: Sequence[int]) -> FinetuneConfig:
+        """One adapter for the chunk sizes ``chunk_sizes`` up to τ0 = 600 ms (the paper's first block; longer chunks
+        would need a longer first block for all sizes), validated at this config's chunk size if it is one of them,
+        else at the largest."""
+        choices = tuple(sorted({c for c in chunk_sizes if c <= PAPER_TAU0_MS}))
+        if not choices:
+            raise ValueError(f"random-chunk training needs chunk sizes ≤ {PAPER_TAU0_MS} ms, got {list(chunk_sizes)}")
+        return FinetuneConfig.model_validate({**self.model_dump(), "chunk_ms_choices": choices, "tau0_ms": None,
+                                              "chunk_ms": self.chunk_ms if self.chunk_ms in choices else choices[-1]})
 
 
 def load_finetune_config(path: str | None = None, **overrides: object) -> FinetuneConfig:

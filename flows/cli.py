@@ -74,7 +74,10 @@ def data_build(
 def finetune(
     datasets: Annotated[list[str], typer.Argument(help="dataset version directories to train on")],
     chunk_ms: Annotated[Optional[list[int]], typer.Option("--chunk-ms", help="one run per chunk size (repeat)")] = None,
-    random_chunk: Annotated[bool, typer.Option(help="also train one adapter over all chunk sizes ≤ 600 ms")] = False,
+    random_chunk: Annotated[bool, typer.Option(help="also train one adapter over the --chunk-ms sizes ≤ 600 ms")] = False,
+    random_chunk_ms: Annotated[Optional[list[int]], typer.Option(
+        "--random-chunk-ms", help="train one random-chunk-size adapter over these sizes (repeat); without --chunk-ms "
+                                  "no per-chunk adapter is trained")] = None,
     validation: Annotated[Optional[list[str]], typer.Option(help="dataset versions for streaming validation")] = None,
     config: Annotated[Optional[Path], typer.Option(help="YAML profile with a finetune: section")] = None,
     max_steps: Annotated[Optional[int], typer.Option()] = None,
@@ -90,8 +93,9 @@ def finetune(
     cfg = load_finetune_config(str(config) if config else None, datasets=tuple(datasets),
                                validation_datasets=tuple(validation) if validation else None, max_steps=max_steps,
                                num_workers=num_workers, use_gpu=use_gpu, tracking_uri=tracking_uri)
-    rows = run_finetune_flow(cfg, chunk_ms or [cfg.chunk_ms], random_chunk=random_chunk,
-                             max_parallel_runs=parallel_runs)
+    per_chunk = chunk_ms or ([] if random_chunk_ms else [cfg.chunk_ms])
+    rows = run_finetune_flow(cfg, per_chunk, random_chunk=random_chunk, max_parallel_runs=parallel_runs,
+                             random_chunk_ms=random_chunk_ms)
     typer.echo(json.dumps(rows, indent=2))
 
 

@@ -12,16 +12,19 @@ from prefect import flow
 from prefect.artifacts import create_table_artifact
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from configs.finetune import PAPER_TAU0_MS, FinetuneConfig
+from configs.finetune import FinetuneConfig
 from tasks.finetune import finetune_run
 from tasks.runtime import prefect_api
 
 
 @flow(name="finetune-causal", log_prints=True)
-def finetune_causal(config: FinetuneConfig, chunk_sizes: list[int], random_chunk: bool = False) -> list[dict]:
+def finetune_causal(config: FinetuneConfig, chunk_sizes: list[int], random_chunk: bool = False,
+                    random_chunk_ms: list[int] | None = None) -> list[dict]:
+    """One adapter per size of ``chunk_sizes``; one random-chunk-size adapter over ``random_chunk_ms`` (or, with
+    ``random_chunk``, over ``chunk_sizes``)."""
     configs = [config.for_chunk(c) for c in chunk_sizes]
-    if random_chunk:
-        configs.append(random_chunk_config(config, chunk_sizes))
+    if random_chunk_ms or random_chunk:
+        configs.append(config.for_random_chunks(random_chunk_ms or chunk_sizes))
     futures = [finetune_run.submit(c) for c in configs]
     rows, failed = [], []
     for cfg, future in zip(configs, futures):
@@ -43,17 +46,10 @@ def finetune_causal(config: FinetuneConfig, chunk_sizes: list[int], random_chunk
     return rows
 
 
-def random_chunk_config(config: FinetuneConfig, chunk_sizes: list[int]) -> FinetuneConfig:
-    """One adapter for every chunk size up to τ0 = 600 ms (the paper's first block; longer chunks would need a
-    longer first block for all sizes), validated at the config's own chunk size."""
-    choices = tuple(sorted(c for c in chunk_sizes if c <= PAPER_TAU0_MS))
-    return FinetuneConfig.model_validate({**config.model_dump(), "chunk_ms_choices": choices, "tau0_ms": None,
-                                          "chunk_ms": config.chunk_ms if config.chunk_ms in choices else choices[-1]})
-
-
 def run_finetune_flow(config: FinetuneConfig, chunk_sizes: list[int], random_chunk: bool = False,
-                      max_parallel_runs: int = 1) -> list[dict]:
+                      max_parallel_runs: int = 1, random_chunk_ms: list[int] | None = None) -> list[dict]:
     with prefect_api():
         runner = ThreadPoolTaskRunner(max_workers=max_parallel_runs)
         return finetune_causal.with_options(task_runner=runner)(config=config, chunk_sizes=chunk_sizes,
-                                                                random_chunk=random_chunk)
+                                                                random_chunk=random_chunk,
+                                                                random_chunk_ms=random_chunk_ms)

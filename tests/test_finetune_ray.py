@@ -113,3 +113,9 @@ def test_flow_maps_chunk_sizes_and_reruns_from_cache(prefect_server, real_shards
     assert len(client(mlflow_server).search_runs([client(mlflow_server).get_experiment_by_name("test-flow")
                                                    .experiment_id])) == n_runs
     assert os.path.isdir(rows[1]["adapter_dir"])
+    # the random-chunk adapter alone (CLI --random-chunk-ms), with every utterance augmented in the Ray workers
+    from configs.finetune import AugmentSettings
+
+    rcs = run_finetune_flow(cfg.model_copy(update={"augment": AugmentSettings(p=1.0)}), chunk_sizes=[],
+                            random_chunk_ms=[100, 200])
+    assert [r["variant"] for r in rcs] == ["rcs"] and rcs[0]["status"] == "ok" and rcs[0]["chunk_ms"] == 200

@@ -210,3 +210,14 @@ def test_config_hash_and_chunk_defaults():
         FinetuneConfig(datasets=("d",), chunk_ms=250)
     with pytest.raises(ValueError):
         FinetuneConfig(datasets=("d",), chunk_ms_choices=(100, 1000), tau0_ms=600)
+
+
+def test_random_chunk_config_takes_its_own_sizes():
+    """The random-chunk adapter's sizes are its own (CLI --random-chunk-ms), not the per-chunk runs' sizes."""
+    cfg = FinetuneConfig(datasets=("d",))
+    rcs = cfg.for_random_chunks([300, 40, 100, 1000, 40])
+    assert rcs.chunk_ms_choices == (40, 100, 300) and rcs.chunk_ms == 300 and rcs.variant == "rcs"
+    assert cfg.for_chunk(1000).for_random_chunks([40, 200]).chunk_ms == 200  # validated at the largest size
+    assert rcs.config_hash() != cfg.for_random_chunks([40, 300]).config_hash()
+    with pytest.raises(ValueError, match="≤ 600 ms"):
+        cfg.for_random_chunks([1000])

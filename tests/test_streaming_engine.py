@@ -81,3 +81,31 @@ def test_engine_rejects_bad_chunk_configs(tiny):
         CausalStreamingEngine(tiny, 30, 600)  # not a multiple of the 20 ms encoder frame
     with pytest.raises(ValueError):
         CausalStreamingEngine(tiny, 1000, 600)  # tau0 shorter than a chunk
+
+
+def test_finish_flushes_silence_so_a_clip_ending_on_its_last_word_is_decoded_to_the_end(tiny, utterances):
+    """A tuned model writes a word once it has heard its end and a margin: finish() feeds `flush_ms` of silence
+    first. Cut on the chunk grid, a clip with the flush decodes exactly like the clip followed by that silence."""
+    from training.streaming.engine import FLUSH_MS
+
+    utt = utterances[1]
+    pieces = int(np.ceil((utt.words[-1][2] * 16 - 200) / 4800))  # 300 ms pieces up to the last word's end
+    clip = utt.audio[: 200 + 4800 * pieces]
+    flushed = CausalStreamingEngine(tiny, 300, 600, pad_silence=True)
+    record = run_stream(flushed, clip, 300)
+    silence = np.zeros(4800 * int(np.ceil(FLUSH_MS / 300)), dtype=np.float32)
+    plain = CausalStreamingEngine(tiny, 300, 600, pad_silence=True, flush_ms=0)
+    padded = run_stream(plain, np.concatenate([clip, silence]), 300)
+    assert record.text == padded.text and record.text
+    assert flushed.frontend.samples_in == len(clip) + len(silence)  # the flush went through the front end
+    assert plain.frontend.samples_in == len(clip) + len(silence)
+    with pytest.raises(ValueError, match="flush_ms"):
+        CausalStreamingEngine(tiny, 300, 600, flush_ms=-1)
+
+
+def test_flush_stops_at_the_30_s_context(tiny, utterances):
+    """A stream that already fills the encoder's 30 s context ends with what it has (no overflow)."""
+    engine = CausalStreamingEngine(tiny, 1000, 1000)
+    long = np.tile(utterances[0].audio, int(np.ceil(29.9 * 16000 / len(utterances[0].audio))))[: int(29.9 * 16000)]
+    record = run_stream(engine, long, 1000)
+    assert record.steps[-1].final and engine.frontend.samples_in <= 30 * 16000

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from configs.finetune import FinetuneConfig
+from training.causal.augment import augment
 from training.causal.data import TrainUtterance, collate, padded_mel, rank_batches, read_all
 from training.causal.objective import SamplePointLoss
 from training.causal.validate import streaming_scores
@@ -55,13 +56,15 @@ def chunk_for_step(cfg: FinetuneConfig, step: int) -> int:
 
 
 class MelCache:
-    """Log-mel of each padded utterance, computed once per worker."""
+    """Log-mel of each padded utterance, computed once per worker (an augmented one is new at every step)."""
 
     def __init__(self, margin_ms: int, n_mels: int) -> None:
         self.margin_ms, self.n_mels = margin_ms, n_mels
         self._mels: dict[str, torch.Tensor] = {}
 
-    def __call__(self, utt: TrainUtterance) -> torch.Tensor:
+    def __call__(self, utt: TrainUtterance, cached: bool = True) -> torch.Tensor:
+        if not cached:
+            return padded_mel(utt.audio, utt.speech_end_ms, self.margin_ms, self.n_mels)
         if utt.key not in self._mels:
             self._mels[utt.key] = padded_mel(utt.audio, utt.speech_end_ms, self.margin_ms, self.n_mels)
         return self._mels[utt.key]
@@ -143,8 +146,11 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             epoch, index = divmod(step, steps_per_epoch)
             batch_ids = rank_batches(len(utterances), world, rank, cfg.batch_size, cfg.seed, epoch)[index]
             chunk_ms = chunk_for_step(cfg, step)
-            batch_utts = [utterances[i] for i in batch_ids]
-            batch = collate(batch_utts, [mels(u) for u in batch_utts], chunk_ms=chunk_ms,
+            originals = [utterances[i] for i in batch_ids]
+            augment_rng = np.random.default_rng([cfg.seed, step, rank, 2])
+            batch_utts = [augment(u, cfg.augment, cfg.margin_ms, augment_rng) for u in originals]
+            batch = collate(batch_utts, [mels(u, cached=u is o) for u, o in zip(batch_utts, originals)],
+                            chunk_ms=chunk_ms,
                             tau0_ms=cfg.resolved_tau0_ms, fraction=cfg.fraction_for(chunk_ms),
                             margin_ms=cfg.margin_ms, prefix=prefix, eot=tokenizer.eot,
                             rng=np.random.default_rng([cfg.seed, step, rank])).to(device)

@@ -12,6 +12,7 @@ conv front end and the STFT window), so `lookahead_ms = 12.5`; end of stream zer
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -40,18 +41,27 @@ class StreamingDecoder(Protocol):
 DecoderFactory = Callable[[Any, Any, "torch.Tensor | None", bool], StreamingDecoder]
 
 
+# Chosen on the real `dev` split (tuned 300 ms adapter, 20 utterances): WER 21.3 % without a flush, 18.7 % with
+# 600 ms, 17.3 % with 1000 ms and with 1500 ms; the last word of 9 / 20 utterances was lost without it, 4 with 1 s.
+FLUSH_MS = 1000
+
+
 class CausalStreamingEngine:
     lookahead_ms = 12.5
 
     def __init__(self, model, chunk_ms: int = 300, tau0_ms: int = 600, *, decoder: DecoderFactory | None = None,
                  n_check: int = 2, cache_policy: CachePolicy = "reuse", beam_size: int | None = None,
-                 pad_silence: bool = False, int8_vocab: bool = True, tokenizer=None) -> None:
+                 pad_silence: bool = False, int8_vocab: bool = True, tokenizer=None,
+                 flush_ms: int = FLUSH_MS) -> None:
         """`beam_size` None/1: greedy (Algorithm 1), else streaming beam search (Algorithm 2).
         `cache_policy` / `int8_vocab`: the decoder's speed trade-offs (decoding.py, textdecoder.py);
         `cache_policy="exact", int8_vocab=False` is the exact reference (benchmarks measure both).
         `pad_silence`: the decoder sees the frames heard so far followed by encoder frames of
         silence up to 30 s (see textdecoder.CrossCache): needed by the original weights, which
         otherwise restart the sentence on partial audio; off in the paper's setting.
+        `flush_ms`: silence fed (in chunk-sized steps) when the stream ends, before the final step: a tuned model
+        writes a word once it has heard its end *and a margin after it*, so a stream that ends right after its
+        last word would otherwise lose that word (0 turns it off).
         `decoder`: another write policy than the stability rule, as a factory
         `(model, tokenizer, pad_frames, int8_vocab) -> decoder` (e.g. `training.emma.decoding.emma_decoder(policy,
         t_emma)`): the engine knows the decoder interface (`new_state`, `update`, `hypothesis`), not the policies."""
@@ -60,6 +70,9 @@ class CausalStreamingEngine:
         self.model = model
         self.chunk_ms = chunk_ms
         self.tau0_ms = tau0_ms
+        if flush_ms < 0:
+            raise ValueError(f"flush_ms must be ≥ 0, got {flush_ms}")
+        self.flush_ms = flush_ms
         self.tokenizer = tokenizer or get_tokenizer(model.is_multilingual, num_languages=model.num_languages,
                                                     language="en", task="transcribe")
         self.encoder = CausalEncoder(model.encoder, chunk_ms, tau0_ms)
@@ -98,6 +111,12 @@ class CausalStreamingEngine:
 
     @torch.inference_mode()
     def finish(self) -> Hypothesis:
+        if self.flush_ms:
+            step = round(16 * self.chunk_ms)  # 16 samples per ms
+            # never past the encoder's 30 s context (a stream that long ends with what it has)
+            room = (2 * self.enc_state.max_frames - 2) * 160 - self.frontend.samples_in  # 2 mel frames / frame
+            for _ in range(min(math.ceil(self.flush_ms / self.chunk_ms), max(0, room) // step)):
+                self.feed(np.zeros(step, dtype=np.float32))
         frames = [self.encoder.stream(self.enc_state, self.frontend.finish()), self.encoder.flush(self.enc_state)]
         self.decoder.update(self.dec_state, torch.cat([f for f in frames if f.numel()] or frames[:1]), final=True)
         return self.decoder.hypothesis(self.dec_state)

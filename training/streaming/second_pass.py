@@ -1,0 +1,174 @@
+"""Two-pass streaming: causal partials at once, finals confirmed by the original weights.
+
+The causal engine (block-causal encoder + adapter) answers after every chunk, fast but less accurate on unseen
+speech than offline Whisper. Every ``every_ms`` of audio, the *verifier* — the original weights, full attention —
+transcribes the audio heard so far followed by the hush word (WhisperFlow: a learned 0.5 s segment that tells the
+model the speech has ended, instead of 30 s of zero padding, so the encoder runs on the real length), with the
+words already final forced as the decoder prefix. A word becomes **final** when it is the next word of
+
+- the verifier's and the causal engine's hypotheses alike (two different models on the same audio agree), or
+- two consecutive verifier passes (LocalAgreement-2 on the verifier: covers words the causal model gets wrong),
+  unless it is the last word of either pass (audio cut inside a word makes Whisper guess a shorter one).
+
+At the end of the stream one last verifier pass over the whole utterance makes every remaining word final, so the
+final transcript is the verifier's (offline accuracy) while the partials stay as fast as the causal engine.
+Partial words (``Hypothesis.tentative``) are the causal hypothesis past the final words; final words are
+``Hypothesis.committed`` (never revised), and their latency is what the evaluation reports as word latency.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from training.streaming.decoding import StreamingDecoderBase
+from training.streaming.encoder import CausalEncoder
+from training.streaming.events import SAMPLE_RATE, Hypothesis
+
+
+def norm_word(word: str) -> str:
+    """Comparison key of a word: lower case letters and digits ("Most," == "most")."""
+    return re.sub(r"[^0-9a-z']", "", word.lower())
+
+
+def agreed(a: list[str], b: list[str]) -> int:
+    """Length of the common prefix of two word lists, compared by :func:`norm_word`."""
+    n = 0
+    for x, y in zip(a, b):
+        if norm_word(x) != norm_word(y) or not norm_word(x):
+            break
+        n += 1
+    return n
+
+
+@dataclass
+class _Words:
+    """A verifier hypothesis past the final words: its words and each word's tokens."""
+
+    words: list[str] = field(default_factory=list)
+    tokens: list[list[int]] = field(default_factory=list)
+
+
+class Verifier:
+    """The original weights on (audio ⊕ hush word), decoding greedily after a forced prefix of final tokens."""
+
+    def __init__(self, model, hush: np.ndarray | None, condition: str = "hush", max_tokens_per_s: float = 12.0):
+        from whisper.tokenizer import get_tokenizer
+
+        if condition == "hush" and hush is None:
+            raise ValueError("the verifier's 'hush' condition needs a hush word (or condition='zeros_5s' / 'pad30')")
+        self.model, self.hush, self.condition = model, hush, condition
+        self.tokenizer = get_tokenizer(model.is_multilingual, num_languages=model.num_languages, language="en",
+                                       task="transcribe")
+        self.base = StreamingDecoderBase(model, self.tokenizer, int8_vocab=False)
+        self.encoder = CausalEncoder(model.encoder, 20, 20, exact=False)  # mask=None: Whisper's own encoder
+        self.max_tokens_per_s = max_tokens_per_s
+
+    @torch.inference_mode()
+    def __call__(self, audio: np.ndarray, final_tokens: list[int]) -> _Words:
+        from training.hush_word.transcribe import condition_mel
+
+        mel = condition_mel(self.model, audio, self.condition, self.hush)
+        frames = self.encoder(mel[None].to(next(self.model.parameters()).dtype), mask=None)[0]
+        base = self.base
+        cache = base.decoder.new_cache()
+        base.decoder.append_audio(cache, frames)
+        seq = base.prefix + final_tokens
+        row = base._run(cache, seq, 0, logit_rows=1)[-1]
+        new: list[int] = []
+        budget = int(len(audio) / SAMPLE_RATE * self.max_tokens_per_s) + 4 - len(final_tokens)
+        for _ in range(max(0, min(budget, base.max_tokens - len(final_tokens)))):
+            token = int(base._logprobs(row, len(final_tokens) + len(new)).argmax())
+            if token == self.tokenizer.eot:
+                break
+            new.append(token)
+            if loop := base.repeated_tail(new):
+                del new[len(new) - loop :]
+                break
+            row = base._run(cache, [token], len(seq) + len(new) - 1)[0]
+        return self._words(new)
+
+    def _words(self, tokens: list[int]) -> _Words:
+        out = _Words()
+        for t in tokens:
+            if not out.tokens or self.tokenizer.decode([t]).startswith(" "):
+                out.tokens.append([])
+            out.tokens[-1].append(t)
+        out.words = [self.tokenizer.decode(g).strip() for g in out.tokens]
+        keep = [i for i, w in enumerate(out.words) if w]
+        return _Words([out.words[i] for i in keep], [out.tokens[i] for i in keep])
+
+
+class TwoPassStreaming:
+    """A `StreamingRecognizer`: the causal engine's partials, the verifier's finals (see the module docstring)."""
+
+    def __init__(self, engine, verifier: Verifier, every_ms: int = 600) -> None:
+        if every_ms <= 0:
+            raise ValueError(f"every_ms must be > 0, got {every_ms}")
+        self.engine, self.verifier, self.every_ms = engine, verifier, every_ms
+        self.lookahead_ms = getattr(engine, "lookahead_ms", 0.0)
+        self.reset()
+
+    def reset(self) -> None:
+        self.engine.reset()
+        self._audio: list[np.ndarray] = []
+        self._samples = 0
+        self._last_pass = 0
+        self.final_words: list[str] = []
+        self.final_tokens: list[int] = []
+        self._previous: _Words | None = None
+        self.passes = 0
+
+    def _verify(self, causal_words: list[str], final: bool) -> None:
+        audio = np.concatenate(self._audio) if self._audio else np.zeros(0, dtype=np.float32)
+        now = self.verifier(audio, self.final_tokens)
+        self.passes += 1
+        self._last_pass = self._samples
+        if final:
+            n = len(now.words)
+        else:
+            n = agreed(now.words, self._tail(causal_words))
+            if self._previous is not None:
+                # LocalAgreement-2 on the verifier alone, but never on the last word of either pass: audio cut
+                # inside a word makes Whisper guess a shorter word ("type of" for "typography"), and it can
+                # guess the same twice
+                last = min(len(now.words), len(self._previous.words)) - 1
+                n = max(n, min(agreed(now.words, self._previous.words), last))
+        self.final_words += now.words[:n]
+        self.final_tokens += [t for g in now.tokens[:n] for t in g]
+        self._previous = _Words(now.words[n:], now.tokens[n:])
+
+    def _tail(self, causal_words: list[str]) -> list[str]:
+        """The causal words past the final ones (aligned by words: the two transcripts may differ in between)."""
+        if not self.final_words:
+            return list(causal_words)
+        a = [norm_word(w) for w in self.final_words]
+        b = [norm_word(w) for w in causal_words]
+        blocks = [m for m in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_matching_blocks() if m.size]
+        if not blocks:
+            return list(causal_words[len(self.final_words):])
+        last = blocks[-1]
+        return list(causal_words[last.b + last.size + (len(a) - last.a - last.size):])
+
+    def _hypothesis(self, causal: Hypothesis) -> Hypothesis:
+        return Hypothesis(tuple(self.final_words), tuple(self._tail(list(causal.words))))
+
+    def feed(self, samples: np.ndarray) -> Hypothesis:
+        causal = self.engine.feed(samples)
+        self._audio.append(np.asarray(samples, dtype=np.float32))
+        self._samples += len(samples)
+        if (self._samples - self._last_pass) * 1000 >= self.every_ms * SAMPLE_RATE:
+            self._verify(list(causal.words), final=False)
+        return self._hypothesis(causal)
+
+    def finish(self) -> Hypothesis:
+        # the causal engine's own end-of-stream work would only feed partials nobody sees any more
+        self._verify([], final=True)
+        return Hypothesis(tuple(self.final_words))
+
+
+__all__ = ["TwoPassStreaming", "Verifier", "agreed", "norm_word"]
