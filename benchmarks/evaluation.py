@@ -75,6 +75,20 @@ def train_emma(train: list[str], dev: list[str], adapter: str, out: Path, steps:
             "train_wall_s": round(train_s, 1), "steps": steps, "dev": dev_rows, "metrics": trained["metrics"]}
 
 
+def train_hush(train: list[str], dev: list[str], out: Path, epochs: int, tracking: str) -> dict:
+    """A hush word on the `train` splits (validation loss on `dev`): the one in benchmarks/results was trained on
+    utterances that the held-out split now holds."""
+    from configs.hush_word import HushWordConfig
+    from training.hush_word.run import train_hush_word
+
+    cfg = HushWordConfig(datasets=tuple(train), splits=("train",), validation_datasets=tuple(dev),
+                         validation_splits=("dev",), epochs=epochs, crop_prob=0.5, num_workers=2,
+                         tracking_uri=tracking, storage_path=str(out / "ray"), output_dir=str(out / "hush_words"),
+                         experiment="bench-evaluation-hush", register_model=False)
+    summary = train_hush_word(cfg)
+    return {k: summary[k] for k in ("hush_word_dir", "run_id", "train_wall_s", "metrics")}
+
+
 def headline(result: dict) -> dict:
     """The top-level numbers the issues name (held-out test split)."""
     rows = {r["name"]: r for r in result["systems"]}
@@ -106,6 +120,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="stream the test set N times (timings: medians)")
     parser.add_argument("--adapter", action="append", default=[], metavar="CHUNK_MS=DIR",
                         help="reuse this tuned adapter (trained on the same train splits) instead of training one")
+    parser.add_argument("--rcs-adapter", default=None, help="reuse this random-chunk adapter (implies --rcs)")
+    parser.add_argument("--two-pass", action="store_true", help="also the two-pass system (causal + verifier)")
+    parser.add_argument("--two-pass-adapter", choices=("tuned", "rcs"), default="tuned")
+    parser.add_argument("--verifier", default="hush", help="the verifier's padding: hush | noise_5s | zeros_5s | pad30")
+    parser.add_argument("--every-ms", type=int, default=None, help="verifier cadence (default: every chunk)")
+    parser.add_argument("--hush-dir", default=None, help="a hush word trained on the train splits (default: train one)")
+    parser.add_argument("--hush-epochs", type=int, default=8)
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--limit", type=int, default=None, help="first N test utterances (smoke runs)")
     parser.add_argument("--out", default="outputs/bench-evaluation")
@@ -152,8 +173,10 @@ def main() -> None:
             summary = run_finetune(cfg.for_chunk(c))
             adapters[c] = summary["adapter_dir"]
             training[f"{c}ms"] = {k: summary[k] for k in ("run_id", "train_wall_s", "metrics")}
-        rcs = None
-        if args.rcs:
+        rcs = str(Path(args.rcs_adapter).resolve()) if args.rcs_adapter else None
+        if rcs:
+            training["rcs"] = {"adapter_dir": rcs, "reused": True}
+        elif args.rcs:
             summary = run_finetune(cfg.for_random_chunks([40, 100, 200, 300]))
             rcs = summary["adapter_dir"]
             training["rcs"] = {k: summary[k] for k in ("run_id", "train_wall_s", "metrics")}
@@ -161,9 +184,17 @@ def main() -> None:
         if args.emma:
             emma = train_emma(train, real, adapters[300], out, args.emma_steps, tracking)
             training["emma"] = emma
+        two_pass = None
+        if args.two_pass:
+            hush_dir = args.hush_dir
+            if args.verifier == "hush" and not hush_dir:
+                training["hush_word"] = train_hush(train, real, out, args.hush_epochs, tracking)
+                hush_dir = training["hush_word"]["hush_word_dir"]
+            two_pass = {"verifier": args.verifier, "hush_dir": hush_dir and str(Path(hush_dir).resolve()),
+                        "every_ms": args.every_ms, "adapter": args.two_pass_adapter}
         specs = default_specs(chunks, adapters, rcs, emma and emma["policy_dir"], emma and adapters[300],
                               emma["t_emma"] if emma else 0.3, peers=not args.no_peers,
-                              emma_chunk_ms=emma and emma["chunk_ms"])
+                              emma_chunk_ms=emma and emma["chunk_ms"], two_pass=two_pass)
         result = evaluate(specs, real, train, ["train"], limit=args.limit, out_dir=str(out / "report"),
                           tracking_uri=tracking, repeats=args.repeats)
     result.update(headline(result))

@@ -11,7 +11,7 @@ import importlib.metadata
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-Kind = Literal["offline", "faster-whisper", "causal", "whisperlivekit-la", "whisperlivekit-simul"]
+Kind = Literal["offline", "faster-whisper", "causal", "two-pass", "whisperlivekit-la", "whisperlivekit-simul"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,10 @@ class SystemSpec:
     t_emma: float = 0.3
     tau0_ms: int | None = None
     pad_silence: bool = False
+    # two-pass: the verifier (original weights) on audio ⊕ `verifier` padding every `every_ms` (second_pass.py)
+    verifier: str | None = None  # "hush" (needs hush_dir) or a naive padding: "noise_5s", "zeros_5s", "pad30"
+    hush_dir: str | None = None
+    every_ms: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -105,6 +109,17 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
         return OfflineWhisper(models.get(spec.model, None)), "ours"
     if spec.kind == "faster-whisper":
         return FasterWhisperOffline(spec.model), f"pypi:faster-whisper=={_version('faster-whisper')}"
+    if spec.kind == "two-pass":
+        from training.streaming.second_pass import TwoPassStreaming, Verifier
+
+        hush = None
+        if spec.hush_dir:
+            from training.hush_word.frontend import load_hush_word
+
+            hush = load_hush_word(spec.hush_dir)
+        causal, _ = build(SystemSpec(spec.name, "causal", spec.chunk_ms, spec.model, spec.adapter_dir), models)
+        verifier = Verifier(models.get(spec.model, None), hush, spec.verifier or "hush")
+        return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300), "ours"
     if spec.kind == "causal":
         from configs.finetune import default_tau0_ms
         from training.streaming.engine import CausalStreamingEngine
@@ -135,10 +150,12 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
 
 def default_specs(chunk_sizes: list[int], adapters: dict[int, str] | None = None, rcs_adapter: str | None = None,
                   emma_dir: str | None = None, emma_adapter: str | None = None, t_emma: float = 0.3,
-                  peers: bool = True, model: str = "tiny.en", emma_chunk_ms: int | None = None) -> list[SystemSpec]:
+                  peers: bool = True, model: str = "tiny.en", emma_chunk_ms: int | None = None,
+                  two_pass: dict[str, Any] | None = None) -> list[SystemSpec]:
     """Offline references, our causal engine (original weights, tuned per-chunk and random-chunk adapters, EMMA)
     and the PyPI peers at every chunk size. An EMMA policy is scored at ``emma_chunk_ms`` only (the chunk size it
-    and its adapter were trained at) when given, else at every size."""
+    and its adapter were trained at) when given, else at every size. ``two_pass`` (``verifier``, ``hush_dir``,
+    ``every_ms``; ``adapter``: "tuned" or "rcs") adds the two-pass system at every size with an adapter."""
     specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline", model=model)]
     if peers:
         specs.append(SystemSpec("faster-whisper offline", "faster-whisper", model=model))
@@ -152,6 +169,13 @@ def default_specs(chunk_sizes: list[int], adapters: dict[int, str] | None = None
         if emma_dir and emma_chunk_ms in (None, chunk):
             specs.append(SystemSpec(f"causal tuned + EMMA {chunk} ms", "causal", chunk, model,
                                     adapter_dir=emma_adapter, emma_dir=emma_dir, t_emma=t_emma))
+        if two_pass:
+            adapter = rcs_adapter if two_pass.get("adapter") == "rcs" else (adapters or {}).get(chunk)
+            if adapter:
+                specs.append(SystemSpec(f"two-pass ({two_pass.get('adapter', 'tuned')} + verifier) {chunk} ms",
+                                        "two-pass", chunk, model, adapter_dir=adapter,
+                                        verifier=two_pass.get("verifier", "hush"), hush_dir=two_pass.get("hush_dir"),
+                                        every_ms=two_pass.get("every_ms")))
         if peers:
             specs.append(SystemSpec(f"whisperlivekit LocalAgreement-2 {chunk} ms", "whisperlivekit-la", chunk, model))
             specs.append(SystemSpec(f"whisperlivekit SimulStreaming {chunk} ms", "whisperlivekit-simul", chunk,

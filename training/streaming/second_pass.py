@@ -99,7 +99,7 @@ class Verifier:
                 out.tokens.append([])
             out.tokens[-1].append(t)
         out.words = [self.tokenizer.decode(g).strip() for g in out.tokens]
-        keep = [i for i, w in enumerate(out.words) if w]
+        keep = [i for i, w in enumerate(out.words) if norm_word(w)]  # not "." alone (Whisper's answer to silence)
         return _Words([out.words[i] for i in keep], [out.tokens[i] for i in keep])
 
 

@@ -1,0 +1,68 @@
+"""Two-pass streaming on real speech and real tiny.en weights: fast causal partials, finals confirmed by the
+original weights on audio ⊕ hush word."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from training.evaluation.sets import load_realspeech
+from training.streaming.evaluate import evaluate_records, stream_all
+from training.streaming.second_pass import TwoPassStreaming, Verifier, agreed, norm_word
+
+HUSH = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "hush_word_tiny.en"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from training.weights import load_model
+
+    return load_model("tiny.en")
+
+
+@pytest.fixture(scope="module")
+def utterances(realspeech: Path):
+    # CMU ARCTIC: not among the committed hush word's training utterances (synthetic speech + 20 LJSpeech clips)
+    return load_realspeech(realspeech, ("cmu_arctic",), limit={"cmu_arctic": 3})
+
+
+def test_words_agree_by_their_letters_and_digits():
+    assert norm_word("Most,") == norm_word("most") and norm_word("it's") == "it's"
+    assert agreed(["The", "cat,", "sat"], ["the", "cat", "stood"]) == 2
+    assert agreed(["a"], []) == 0 and agreed(["...", "a"], ["!", "a"]) == 0  # punctuation alone never agrees
+
+
+def test_two_pass_finals_are_monotone_early_and_as_good_as_offline(tiny, utterances):
+    from training.hush_word.frontend import load_hush_word
+    from training.streaming.baselines.offline import OfflineWhisper
+    from training.streaming.engine import CausalStreamingEngine
+
+    causal = CausalStreamingEngine(tiny, 300, 600, pad_silence=True)
+    system = TwoPassStreaming(causal, Verifier(tiny, load_hush_word(HUSH), "hush"), every_ms=600)
+    records = stream_all(system, utterances, 300)
+    for record in records:
+        committed: tuple[str, ...] = ()
+        for step in record.steps:
+            assert step.hypothesis.committed[: len(committed)] == committed  # finals are never revised
+            committed = step.hypothesis.committed
+        assert record.steps[-1].final and not record.steps[-1].hypothesis.tentative
+    assert system.passes >= 2  # every 600 ms, plus the end of the stream
+    early = [e for r in records for e in r.final_words() if e.emission_ms < r.audio_ms]
+    assert early, "no word became final before the end of the stream"
+    ours = evaluate_records(records, utterances)["wer"]
+    alone = evaluate_records(stream_all(causal, utterances, 300), utterances)["wer"]
+    offline = evaluate_records(stream_all(OfflineWhisper(tiny), utterances, 1000), utterances)["wer"]
+    assert ours <= offline + 0.05, (ours, offline)
+    assert ours < alone  # the verifier fixes what the original weights get wrong on partial audio
+
+
+def test_bad_settings_are_refused(tiny):
+    from training.streaming.engine import CausalStreamingEngine
+
+    with pytest.raises(ValueError, match="hush word"):
+        Verifier(tiny, None, "hush")
+    with pytest.raises(ValueError, match="every_ms"):
+        TwoPassStreaming(CausalStreamingEngine(tiny, 300, 600), Verifier(tiny, None, "noise_5s"), every_ms=0)
+    assert Verifier(tiny, None, "noise_5s")(np.zeros(16000, dtype=np.float32), []).words == []
