@@ -105,6 +105,8 @@ def headline(result: dict) -> dict:
             "causal_only_tuned_300ms_wer": wer("causal tuned 300 ms"),
             "rcs_300ms_wer": wer("causal random-chunk adapter 300 ms"),
             "emma_300ms_wer": wer("causal tuned + EMMA 300 ms"),
+            "two_pass_300ms_wer": next((r["wer"] for r in result["systems"] if r["kind"] == "two-pass"
+                                        and r["chunk_ms"] == 300), None),
             "best_streaming": None if best is None else {k: best[k] for k in (
                 "name", "chunk_ms", "wer", "word_latency_ms_median", "rtf")}}
 
@@ -128,6 +130,7 @@ def main() -> None:
     parser.add_argument("--hush-dir", default=None, help="a hush word trained on the train splits (default: train one)")
     parser.add_argument("--hush-epochs", type=int, default=8)
     parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--peer-chunks", default=None, help="chunk sizes the peers run at (default: --chunks)")
     parser.add_argument("--limit", type=int, default=None, help="first N test utterances (smoke runs)")
     parser.add_argument("--out", default="outputs/bench-evaluation")
     parser.add_argument("--results", default=str(REPO / "benchmarks" / "results"))
@@ -187,20 +190,25 @@ def main() -> None:
         two_pass = None
         if args.two_pass:
             hush_dir = args.hush_dir
-            if args.verifier == "hush" and not hush_dir:
+            if hush_dir:
+                training["hush_word"] = {"hush_word_dir": str(Path(hush_dir).resolve()), "reused": True}
+            elif args.verifier == "hush":
                 training["hush_word"] = train_hush(train, real, out, args.hush_epochs, tracking)
                 hush_dir = training["hush_word"]["hush_word_dir"]
             two_pass = {"verifier": args.verifier, "hush_dir": hush_dir and str(Path(hush_dir).resolve()),
                         "every_ms": args.every_ms, "adapter": args.two_pass_adapter}
         specs = default_specs(chunks, adapters, rcs, emma and emma["policy_dir"], emma and adapters[300],
                               emma["t_emma"] if emma else 0.3, peers=not args.no_peers,
-                              emma_chunk_ms=emma and emma["chunk_ms"], two_pass=two_pass)
+                              emma_chunk_ms=emma and emma["chunk_ms"], two_pass=two_pass,
+                              peer_chunk_sizes=[int(c) for c in args.peer_chunks.split(",")] if args.peer_chunks
+                              else None)
         result = evaluate(specs, real, train, ["train"], limit=args.limit, out_dir=str(out / "report"),
                           tracking_uri=tracking, repeats=args.repeats)
     result.update(headline(result))
     result["training"] = {"datasets": train, "splits": ["train"], "validation": "real dev split (held-out)",
                           "runs": training, "steps": args.steps}
     result["wall_s"] = round(time.perf_counter() - started, 1)
+    result["command"] = " ".join(["python", *sys.argv])
     for r in result["systems"]:
         r.pop("hypotheses", None)  # kept in the MLflow run's evaluation.json; the committed file stays readable
     paths = write_report(result, args.results)

@@ -78,7 +78,8 @@ def _stages(config: PipelineConfig, realspeech: str | None) -> dict:
             + [f"| {r['system']} | {r['wer']} | {r['arwer']} | {r['al_ms']} |" for r in out["evaluate"]]))
         # the held-out `test` split (real speech when given): every system, ours and the PyPI peers, one run
         held_out = [real["version_dir"]] if realspeech else [synth["version_dir"]]
-        specs = evaluation_specs(config, adapters, out.get("sweep_emma"))
+        specs = evaluation_specs(config, adapters, out.get("sweep_emma"),
+                                 ((out.get("train_hush_word") or {}).get("training") or {}).get("hush_word_dir"))
         out["evaluate_test"] = timed("evaluate", evaluate, specs, held_out, datasets, ["train"],
                                      limit=config.evaluate_limit, out_dir=str(root / "evaluation"),
                                      tracking_uri=config.tracking_uri)

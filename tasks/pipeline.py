@@ -73,12 +73,15 @@ def output_root_lock(config: PipelineConfig) -> Iterator[None]:
 
 
 @task(name="evaluation-systems", cache_policy=NO_CACHE)
-def evaluation_specs(config: PipelineConfig, adapters: dict[int, str], sweep: dict | None) -> list:
+def evaluation_specs(config: PipelineConfig, adapters: dict[int, str], sweep: dict | None,
+                     hush_dir: str | None = None) -> list:
     """What the evaluate stage compares on the held-out `test` split: offline Whisper, our causal engine with the
-    original weights and with every tuned adapter, the dev-selected EMMA trial, and the real PyPI peers."""
+    original weights and with every tuned adapter, two-pass streaming (tuned adapter + the original weights as
+    verifier, with this run's hush word), the dev-selected EMMA trial, and the real PyPI peers."""
     from training.evaluation.systems import SystemSpec, default_specs
 
-    specs = default_specs(list(config.chunk_sizes), adapters, peers=False, model=config.model)
+    two_pass = {"verifier": "hush", "hush_dir": hush_dir} if hush_dir else None
+    specs = default_specs(list(config.chunk_sizes), adapters, peers=False, model=config.model, two_pass=two_pass)
     trial = (sweep or {}).get("promotion", {}).get("trial") or {}
     if trial.get("run_id"):  # the trial the dev-split gate chose; its policy folder is tagged on its MLflow run
         from training.tracking import client

@@ -39,6 +39,8 @@ def test_pipeline_runs_end_to_end_and_reruns_only_what_changed(prefect_server, r
     sources = {r["name"]: r["source"] for r in test["systems"]}
     assert sources["causal tuned 300 ms"] == "ours" and sources["offline Whisper (ours, 30 s pad)"] == "ours"
     assert sources["whisperlivekit LocalAgreement-2 1000 ms"].startswith("pypi:whisperlivekit==")
+    two_pass = [r for r in test["systems"] if r["kind"] == "two-pass"]  # verifier padded with this run's hush word
+    assert len(two_pass) == 1 and two_pass[0]["spec"]["hush_dir"] == first["train_hush_word"]["training"]["hush_word_dir"]
     assert (tmp_path / "evaluation" / "evaluation.json").exists()
     emma = [r for r in test["systems"] if r["spec"].get("emma_dir")]  # the dev-selected trial, scored on test
     assert len(emma) == 1 and emma[0]["name"].endswith("(dev-selected)")

@@ -10,7 +10,7 @@ import pytest
 
 from training.evaluation.sets import load_realspeech
 from training.streaming.evaluate import evaluate_records, stream_all
-from training.streaming.second_pass import TwoPassStreaming, Verifier, agreed, norm_word
+from training.streaming.second_pass import TwoPassStreaming, Verifier, agreed, echo_length, norm_word
 
 HUSH = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "hush_word_tiny.en"
 
@@ -25,7 +25,7 @@ def tiny():
 @pytest.fixture(scope="module")
 def utterances(realspeech: Path):
     # CMU ARCTIC: not among the committed hush word's training utterances (synthetic speech + 20 LJSpeech clips)
-    return load_realspeech(realspeech, ("cmu_arctic",), limit={"cmu_arctic": 3})
+    return load_realspeech(realspeech, ("cmu_arctic",), limit={"cmu_arctic": 2})
 
 
 def test_words_agree_by_their_letters_and_digits():
@@ -34,13 +34,20 @@ def test_words_agree_by_their_letters_and_digits():
     assert agreed(["a"], []) == 0 and agreed(["...", "a"], ["!", "a"]) == 0  # punctuation alone never agrees
 
 
+def test_an_echo_of_the_final_words_is_cut():
+    """Forced to continue after its final words, Whisper may say them again ("repeat" → "repeat repeat")."""
+    assert echo_length([5], [5, 5]) == 2 and echo_length([1, 2, 3], [1, 2, 3, 1, 2]) == 5
+    assert echo_length([1, 2, 3], [2, 3, 9]) == 2 and echo_length([1, 2], [3, 4]) == 0 and echo_length([], [1]) == 0
+
+
 def test_two_pass_finals_are_monotone_early_and_as_good_as_offline(tiny, utterances):
     from training.hush_word.frontend import load_hush_word
     from training.streaming.baselines.offline import OfflineWhisper
     from training.streaming.engine import CausalStreamingEngine
 
     causal = CausalStreamingEngine(tiny, 300, 600, pad_silence=True)
-    system = TwoPassStreaming(causal, Verifier(tiny, load_hush_word(HUSH), "hush"), every_ms=600)
+    system = TwoPassStreaming(causal, Verifier(tiny, load_hush_word(HUSH), "hush"), every_ms=600,
+                              self_agreement=True)
     records = stream_all(system, utterances, 300)
     for record in records:
         committed: tuple[str, ...] = ()

@@ -151,11 +151,13 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
 def default_specs(chunk_sizes: list[int], adapters: dict[int, str] | None = None, rcs_adapter: str | None = None,
                   emma_dir: str | None = None, emma_adapter: str | None = None, t_emma: float = 0.3,
                   peers: bool = True, model: str = "tiny.en", emma_chunk_ms: int | None = None,
-                  two_pass: dict[str, Any] | None = None) -> list[SystemSpec]:
+                  two_pass: dict[str, Any] | None = None,
+                  peer_chunk_sizes: list[int] | None = None) -> list[SystemSpec]:
     """Offline references, our causal engine (original weights, tuned per-chunk and random-chunk adapters, EMMA)
     and the PyPI peers at every chunk size. An EMMA policy is scored at ``emma_chunk_ms`` only (the chunk size it
     and its adapter were trained at) when given, else at every size. ``two_pass`` (``verifier``, ``hush_dir``,
-    ``every_ms``; ``adapter``: "tuned" or "rcs") adds the two-pass system at every size with an adapter."""
+    ``every_ms``; ``adapter``: "tuned" or "rcs") adds the two-pass system at every size with an adapter.
+    ``peer_chunk_sizes``: the sizes the peers run at (default: every size)."""
     specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline", model=model)]
     if peers:
         specs.append(SystemSpec("faster-whisper offline", "faster-whisper", model=model))
@@ -176,7 +178,7 @@ def default_specs(chunk_sizes: list[int], adapters: dict[int, str] | None = None
                                         "two-pass", chunk, model, adapter_dir=adapter,
                                         verifier=two_pass.get("verifier", "hush"), hush_dir=two_pass.get("hush_dir"),
                                         every_ms=two_pass.get("every_ms")))
-        if peers:
+        if peers and (peer_chunk_sizes is None or chunk in peer_chunk_sizes):
             specs.append(SystemSpec(f"whisperlivekit LocalAgreement-2 {chunk} ms", "whisperlivekit-la", chunk, model))
             specs.append(SystemSpec(f"whisperlivekit SimulStreaming {chunk} ms", "whisperlivekit-simul", chunk,
                                     model))
