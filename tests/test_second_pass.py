@@ -36,7 +36,8 @@ def test_words_agree_by_their_letters_and_digits():
 
 def test_an_echo_of_the_final_words_is_cut():
     """Forced to continue after its final words, Whisper may say them again ("repeat" → "repeat repeat")."""
-    assert echo_length([5], [5, 5]) == 2 and echo_length([1, 2, 3], [1, 2, 3, 1, 2]) == 5
+    assert echo_length([5], [5, 5]) == 2 and echo_length([1, 2, 3], [1, 2, 3, 1, 2, 3]) == 6
+    assert echo_length([1, 2, 3], [1, 2, 3, 1, 2]) == 3  # whole copies of the final tail only
     assert echo_length([1, 2, 3], [2, 3, 9]) == 2 and echo_length([1, 2], [3, 4]) == 0 and echo_length([], [1]) == 0
 
 
