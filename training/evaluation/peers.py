@@ -83,6 +83,10 @@ def _import_whisperlivekit() -> None:
         root.setLevel(level)
         for handler in [h for h in root.handlers if h not in handlers]:
             root.removeHandler(handler)
+    # configuration notes it repeats at every stream (no CIF end-of-word checkpoint: AlignAtt decides alone, as
+    # configured; no warm-up file: we warm up on a held-out utterance ourselves) would bury the main job's table
+    for name in ("whisperlivekit.simul_whisper.eow_detection", "whisperlivekit.warmup"):
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _ct2_dir(model: str) -> Path:

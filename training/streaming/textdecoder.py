@@ -12,6 +12,7 @@ Attention is SDPA with an explicit mask (whisper's own path passes `is_causal` a
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -97,8 +98,13 @@ class CachedTextDecoder:
             if self.int8_vocab:
                 linear = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
                 linear.weight.data = weight.detach().float().clone()
-                quantized = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(linear), {torch.nn.Linear},
-                                                                   dtype=torch.qint8)
+                with warnings.catch_warnings():
+                    # torch 2.13 announces the eager-mode API's move to torchao at every call; it still works here
+                    # and torchao is not a dependency (issue 17 decides on quantization)
+                    warnings.filterwarnings("ignore", category=UserWarning, message=r"(?s).*quantiz")
+                    warnings.filterwarnings("ignore", category=DeprecationWarning, message=r"(?s).*quantiz")
+                    quantized = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(linear),
+                                                                       {torch.nn.Linear}, dtype=torch.qint8)
                 self._vocab = (key, lambda x: quantized(x.float()))
             else:
                 matrix = weight.detach().T.contiguous()
