@@ -192,6 +192,16 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
         return split_words(self.tokenizer, state.tokens, state.committed, final=state.ended)
 
 
+def word_tokens(tokenizer, tokens: list[int]) -> list[list[int]]:
+    """The tokens of each word: a new word starts where a token starts with a space."""
+    groups: list[list[int]] = []
+    for t in tokens:
+        if not groups or tokenizer.decode([t]).startswith(" "):
+            groups.append([])
+        groups[-1].append(t)
+    return groups
+
+
 def split_words(tokenizer, tokens: list[int], n_committed: int, final: bool = False) -> Hypothesis:
     """Words of a token sequence, split where a token starts with a space.
 
@@ -199,13 +209,10 @@ def split_words(tokenizer, tokens: list[int], n_committed: int, final: bool = Fa
     word: until then a committed "most" could still become "most," (a punctuation token continues
     the word). At the end of the stream (`final`) every word is committed.
     """
-    groups: list[list[int]] = []
-    starts: list[int] = []
-    for i, t in enumerate(tokens):
-        if not groups or tokenizer.decode([t]).startswith(" "):
-            groups.append([])
-            starts.append(i)
-        groups[-1].append(t)
+    groups = word_tokens(tokenizer, tokens)
+    starts = [0]
+    for group in groups:
+        starts.append(starts[-1] + len(group))
     committed: list[str] = []
     tentative: list[str] = []
     for g, group in enumerate(groups):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from training.streaming.decoding import StreamingDecoderBase
+from training.streaming.decoding import StreamingDecoderBase, word_tokens
 from training.streaming.encoder import CausalEncoder
 from training.streaming.events import SAMPLE_RATE, Hypothesis
 
@@ -109,14 +109,10 @@ class Verifier:
         return self._words(new[echo_length(final_tokens, new):])
 
     def _words(self, tokens: list[int]) -> _Words:
-        out = _Words()
-        for t in tokens:
-            if not out.tokens or self.tokenizer.decode([t]).startswith(" "):
-                out.tokens.append([])
-            out.tokens[-1].append(t)
-        out.words = [self.tokenizer.decode(g).strip() for g in out.tokens]
-        keep = [i for i, w in enumerate(out.words) if norm_word(w)]  # not "." alone (Whisper's answer to silence)
-        return _Words([out.words[i] for i in keep], [out.tokens[i] for i in keep])
+        groups = word_tokens(self.tokenizer, tokens)
+        words = [self.tokenizer.decode(g).strip() for g in groups]
+        keep = [i for i, w in enumerate(words) if norm_word(w)]  # not "." alone (Whisper's answer to silence)
+        return _Words([words[i] for i in keep], [groups[i] for i in keep])
 
 
 class TwoPassStreaming:
@@ -142,7 +138,7 @@ class TwoPassStreaming:
         self._previous: _Words | None = None
         self.passes = 0
 
-    def _verify(self, causal_words: list[str], final: bool) -> None:
+    def _verify(self, causal_tail: list[str], final: bool) -> None:
         audio = np.concatenate(self._audio) if self._audio else np.zeros(0, dtype=np.float32)
         now = self.verifier(audio, self.final_tokens)
         self.passes += 1
@@ -150,7 +146,7 @@ class TwoPassStreaming:
         if final:
             n = len(now.words)
         else:
-            n = agreed(now.words, self._tail(causal_words))
+            n = agreed(now.words, causal_tail)
             if self._previous is not None and self.self_agreement:
                 # LocalAgreement-2 on the verifier alone, but never on the last word of either pass: audio cut
                 # inside a word makes Whisper guess a shorter word ("type of" for "typography"), and it can
@@ -173,19 +169,17 @@ class TwoPassStreaming:
         last = blocks[-1]
         return list(causal_words[last.b + last.size + (len(a) - last.a - last.size):])
 
-    def _hypothesis(self, causal: Hypothesis) -> Hypothesis:
-        return Hypothesis(tuple(self.final_words), tuple(self._tail(list(causal.words))))
-
     def feed(self, samples: np.ndarray) -> Hypothesis:
-        causal = self.engine.feed(samples)
+        causal = list(self.engine.feed(samples).words)
         self._audio.append(np.asarray(samples, dtype=np.float32))
         self._samples += len(samples)
+        tail = self._tail(causal)
         due = (self._samples - self._last_pass) * 1000 >= self.every_ms * SAMPLE_RATE
         # nothing to confirm (silence, or every word final already): the pass would cost without finalising anything
-        pending = bool(self._tail(list(causal.words))) or bool(self._previous and self._previous.words)
-        if due and pending:
-            self._verify(list(causal.words), final=False)
-        return self._hypothesis(causal)
+        if due and (tail or (self._previous and self._previous.words)):
+            self._verify(tail, final=False)
+            tail = self._tail(causal)  # past the new final words
+        return Hypothesis(tuple(self.final_words), tuple(tail))
 
     def finish(self) -> Hypothesis:
         # the causal engine's own end-of-stream work would only feed partials nobody sees any more
