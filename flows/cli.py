@@ -142,7 +142,7 @@ def hush_word(
     validation: Annotated[Optional[list[str]], typer.Option(help="dataset versions for the validation loss")] = None,
     realspeech: Annotated[Optional[str], typer.Option(help="compare every padding on this real speech")] = None,
     eval_skip: Annotated[int, typer.Option(help="skip the first N real utterances (used in training)")] = 0,
-    epochs: Annotated[int, typer.Option()] = 8,
+    epochs: Annotated[Optional[int], typer.Option(help="default: the config's (chosen on dev)")] = None,
     amplitude_bound: Annotated[float, typer.Option()] = 0.1,
     num_workers: Annotated[int, typer.Option(help="Ray Train workers")] = 2,
     tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
@@ -151,8 +151,9 @@ def hush_word(
     from configs.hush_word import HushWordConfig
     from flows.hush_word import run_hush_word_flow
 
-    cfg = HushWordConfig(datasets=tuple(datasets), validation_datasets=tuple(validation or ()), epochs=epochs,
-                         amplitude_bound=amplitude_bound, num_workers=num_workers, tracking_uri=tracking_uri)
+    cfg = HushWordConfig(datasets=tuple(datasets), validation_datasets=tuple(validation or ()),
+                         amplitude_bound=amplitude_bound, num_workers=num_workers, tracking_uri=tracking_uri,
+                         **({"epochs": epochs} if epochs else {}))
     result = run_hush_word_flow(cfg, realspeech, eval_skip=eval_skip)
     for scores in result.get("evaluation", {}).values():
         scores.pop("hypotheses", None)

@@ -71,6 +71,53 @@ def test_bad_settings_are_refused(tiny):
 
     with pytest.raises(ValueError, match="hush word"):
         Verifier(tiny, None, "hush")
+    with pytest.raises(ValueError, match="hush word"):
+        Verifier(tiny, None, "zeros_5s", final_condition="hush")
     with pytest.raises(ValueError, match="every_ms"):
         TwoPassStreaming(CausalStreamingEngine(tiny, 300, 600), Verifier(tiny, None, "noise_5s"), every_ms=0)
     assert Verifier(tiny, None, "noise_5s")(np.zeros(16000, dtype=np.float32), []).words == []
+
+
+class _Scripted:
+    """A causal engine / verifier that answers a scripted word list: the finalisation rules alone, no model."""
+
+    lookahead_ms = 0.0
+
+    def __init__(self, answers: list[list[str]]) -> None:
+        self.answers = answers
+
+    def reset(self) -> None:
+        pass
+
+    def feed(self, samples):
+        from training.streaming.events import Hypothesis
+
+        return Hypothesis((), tuple(self.answers.pop(0)))
+
+    def __call__(self, audio, final_tokens, last=False):
+        from training.streaming.second_pass import _Words
+
+        words = self.answers.pop(0)
+        return _Words(words, [[i] for i, _ in enumerate(words)])
+
+
+def test_the_word_at_the_cut_edge_waits():
+    causal = _Scripted([["unless", "a", "system", "is", "a"]])
+    verifier = _Scripted([["unless", "a", "system", "is", "a", "stem."]])
+    # both models hear the start of "established" as "a": the last word of either is not final yet
+    system = TwoPassStreaming(causal, verifier, every_ms=300)
+    assert system.feed(np.zeros(4800, dtype=np.float32)).committed == ("unless", "a", "system", "is")
+
+
+def test_a_final_word_the_causal_transcript_lacks_does_not_stop_agreement():
+    chunk = np.zeros(4800, dtype=np.float32)
+    causal = _Scripted([["unless", "a", "system", "is", "a", "stem"],
+                        ["unless", "a", "system", "is", "established", "for", "the", "frequent"]])
+    verifier = _Scripted([["unless", "a", "system", "is", "a", "stem."],
+                          ["established", "for", "the", "frequent", "formal"]])
+    system = TwoPassStreaming(causal, verifier, every_ms=300)
+    assert system.feed(chunk).committed == ("unless", "a", "system", "is", "a")
+    # one-for-one, the causal tail would start at "for" and never agree with the verifier again; one word earlier
+    # it agrees (and, again, the last word of either waits)
+    hypothesis = system.feed(chunk)
+    assert hypothesis.committed[5:] == ("established", "for", "the") and hypothesis.tentative == ("frequent",)

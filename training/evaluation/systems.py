@@ -25,10 +25,12 @@ class SystemSpec:
     t_emma: float = 0.3
     tau0_ms: int | None = None
     pad_silence: bool = False
+    beam_size: int | None = None  # causal: streaming beam search with the stability rule (None: greedy)
     # two-pass: the verifier (original weights) on audio ⊕ `verifier` padding every `every_ms` (second_pass.py)
     verifier: str | None = None  # "hush" (needs hush_dir) or a naive padding: "noise_5s", "zeros_5s", "pad30"
     hush_dir: str | None = None
     every_ms: int | None = None
+    final_verifier: str | None = None  # the end-of-stream pass's padding (None: `verifier`)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -118,7 +120,8 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
 
             hush = load_hush_word(spec.hush_dir)
         causal, _ = build(SystemSpec(spec.name, "causal", spec.chunk_ms, spec.model, spec.adapter_dir), models)
-        verifier = Verifier(models.get(spec.model, None), hush, spec.verifier or "hush")
+        verifier = Verifier(models.get(spec.model, None), hush, spec.verifier or "hush",
+                            final_condition=spec.final_verifier)
         return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300), "ours"
     if spec.kind == "causal":
         from configs.finetune import default_tau0_ms
@@ -137,7 +140,7 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
             engine = CausalStreamingEngine(model, chunk, tau0, decoder=decoder, pad_silence=spec.pad_silence)
         else:
             engine = CausalStreamingEngine(models.get(spec.model, spec.adapter_dir), chunk, tau0,
-                                           pad_silence=spec.pad_silence)
+                                           pad_silence=spec.pad_silence, beam_size=spec.beam_size)
         return engine, "ours"
     if spec.kind in ("whisperlivekit-la", "whisperlivekit-simul"):
         from training.evaluation.peers import (PEER_SOURCE, WhisperLiveKitLocalAgreement,
@@ -152,22 +155,25 @@ def default_specs(chunk_sizes: list[int], adapters: dict[int, str] | None = None
                   emma_dir: str | None = None, emma_adapter: str | None = None, t_emma: float = 0.3,
                   peers: bool = True, model: str = "tiny.en", emma_chunk_ms: int | None = None,
                   two_pass: dict[str, Any] | None = None,
-                  peer_chunk_sizes: list[int] | None = None) -> list[SystemSpec]:
+                  peer_chunk_sizes: list[int] | None = None, causal_beam: int | None = None) -> list[SystemSpec]:
     """Offline references, our causal engine (original weights, tuned per-chunk and random-chunk adapters, EMMA)
     and the PyPI peers at every chunk size. An EMMA policy is scored at ``emma_chunk_ms`` only (the chunk size it
     and its adapter were trained at) when given, else at every size. ``two_pass`` (``verifier``, ``hush_dir``,
-    ``every_ms``; ``adapter``: "tuned" or "rcs") adds the two-pass system at every size with an adapter.
-    ``peer_chunk_sizes``: the sizes the peers run at (default: every size)."""
+    ``every_ms``, ``final_verifier``; ``adapter``: "tuned" or "rcs") adds the two-pass system at every size with an adapter.
+    ``peer_chunk_sizes``: the sizes the peers run at (default: every size). ``causal_beam``: the tuned and
+    random-chunk adapters also with streaming beam search of that width."""
     specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline", model=model)]
     if peers:
         specs.append(SystemSpec("faster-whisper offline", "faster-whisper", model=model))
     for chunk in chunk_sizes:
         specs.append(SystemSpec(f"causal original weights {chunk} ms", "causal", chunk, model))
-        if adapters and chunk in adapters:
-            specs.append(SystemSpec(f"causal tuned {chunk} ms", "causal", chunk, model, adapter_dir=adapters[chunk]))
-        if rcs_adapter:
-            specs.append(SystemSpec(f"causal random-chunk adapter {chunk} ms", "causal", chunk, model,
-                                    adapter_dir=rcs_adapter))
+        tuned = [(f"causal tuned {chunk} ms", adapters[chunk])] if adapters and chunk in adapters else []
+        tuned += [(f"causal random-chunk adapter {chunk} ms", rcs_adapter)] if rcs_adapter else []
+        for name, adapter in tuned:
+            specs.append(SystemSpec(name, "causal", chunk, model, adapter_dir=adapter))
+            if causal_beam and causal_beam > 1:
+                specs.append(SystemSpec(f"{name} beam {causal_beam}", "causal", chunk, model, adapter_dir=adapter,
+                                        beam_size=causal_beam))
         if emma_dir and emma_chunk_ms in (None, chunk):
             specs.append(SystemSpec(f"causal tuned + EMMA {chunk} ms", "causal", chunk, model,
                                     adapter_dir=emma_adapter, emma_dir=emma_dir, t_emma=t_emma))
@@ -177,7 +183,8 @@ def default_specs(chunk_sizes: list[int], adapters: dict[int, str] | None = None
                 specs.append(SystemSpec(f"two-pass ({two_pass.get('adapter', 'tuned')} + verifier) {chunk} ms",
                                         "two-pass", chunk, model, adapter_dir=adapter,
                                         verifier=two_pass.get("verifier", "hush"), hush_dir=two_pass.get("hush_dir"),
-                                        every_ms=two_pass.get("every_ms")))
+                                        every_ms=two_pass.get("every_ms"),
+                                        final_verifier=two_pass.get("final_verifier")))
         if peers and (peer_chunk_sizes is None or chunk in peer_chunk_sizes):
             specs.append(SystemSpec(f"whisperlivekit LocalAgreement-2 {chunk} ms", "whisperlivekit-la", chunk, model))
             specs.append(SystemSpec(f"whisperlivekit SimulStreaming {chunk} ms", "whisperlivekit-simul", chunk,
