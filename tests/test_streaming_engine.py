@@ -85,7 +85,8 @@ def test_engine_rejects_bad_chunk_configs(tiny):
 
 def test_finish_flushes_silence_so_a_clip_ending_on_its_last_word_is_decoded_to_the_end(tiny, utterances):
     """A tuned model writes a word once it has heard its end and a margin: finish() feeds `flush_ms` of silence
-    first. Cut on the chunk grid, a clip with the flush decodes exactly like the clip followed by that silence."""
+    first, as one step of whole chunks. Cut on the chunk grid, a clip with the flush decodes exactly like the clip
+    followed by that silence in one piece."""
     from training.streaming.engine import FLUSH_MS
 
     utt = utterances[1]
@@ -95,8 +96,13 @@ def test_finish_flushes_silence_so_a_clip_ending_on_its_last_word_is_decoded_to_
     record = run_stream(flushed, clip, 300)
     silence = np.zeros(4800 * int(np.ceil(FLUSH_MS / 300)), dtype=np.float32)
     plain = CausalStreamingEngine(tiny, 300, 600, pad_silence=True, flush_ms=0)
-    padded = run_stream(plain, np.concatenate([clip, silence]), 300)
-    assert record.text == padded.text and record.text
+    plain.reset()
+    for start in range(0, len(clip), 4800):
+        plain.feed(clip[start : start + 4800])
+    plain.feed(silence)
+    assert record.text == plain.finish().text and record.text
+    unflushed = run_stream(CausalStreamingEngine(tiny, 300, 600, pad_silence=True, flush_ms=0), clip, 300)
+    assert len(record.steps) == len(unflushed.steps)  # the flush adds no step: it is part of the final one
     assert flushed.frontend.samples_in == len(clip) + len(silence)  # the flush went through the front end
     assert plain.frontend.samples_in == len(clip) + len(silence)
     with pytest.raises(ValueError, match="flush_ms"):

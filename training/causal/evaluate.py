@@ -10,14 +10,24 @@ from training.causal.validate import streaming_scores
 from training.evaluation.sets import Utterance
 
 
-def load_tuned(model_name: str, adapter_dir: str | Path | None):
-    """Base weights (+ the adapter, checked against the base sha256), in eval mode."""
-    from training.lora import load_adapter
+def load_tuned(model_name: str, adapter_dir: str | Path | None, merge: bool = True, int8: bool = False):
+    """Base weights (+ the adapter, checked against the base sha256), in eval mode, for inference.
+
+    ``merge``: fold the adapter into the base weights (``training.lora.merge_adapter``): the same transcripts on
+    the dev split, streaming steps ~17 % faster (tiny.en, 300 ms, issue 17). ``int8``: then quantize every Linear
+    (``training.streaming.quantize``; implies ``merge``)."""
+    from training.lora import load_adapter, merge_adapter
     from training.weights import checkpoint_sha256, load_model
 
     model = load_model(model_name)
     if adapter_dir is not None:
         load_adapter(model, adapter_dir, base_sha256=checkpoint_sha256(model_name))
+        if merge or int8:
+            merge_adapter(model)
+    if int8:
+        from training.streaming.quantize import quantize_linears
+
+        quantize_linears(model)
     return model.eval()
 
 
