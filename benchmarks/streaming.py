@@ -7,8 +7,8 @@ On the held-out ``test`` split of the evaluate stage (the datasets ``benchmarks/
    decoder re-check, new tokens, vocabulary projection, Python) for tiny.en at 40/100/300/1000 ms and base at 300 ms,
    one profiled pass each.
 2. **Speed rows** through the evaluate stage's harness (``evaluate_systems``: same audio, real-time-queue clock,
-   medians of ``--repeats`` passes): tiny.en tuned 300 ms adapter greedy with every optimisation, and without each
-   (LoRA unmerged, the ``exact`` decoder cache), beam 4, the random-chunk adapter at 40/100/1000 ms, base at 300 ms.
+   medians of ``--repeats`` passes): every configuration optimised (adapter merged, encoder Linear layers int8) and
+   unoptimised (fp32, peft's LoRA layers); at 300 ms also the merge alone, the ``reuse`` decoder cache, beam 4.
 3. **Peers**: whisperlivekit LocalAgreement-2 and SimulStreaming (PyPI) at 300 ms next to our tuned 300 ms engine on
    the first ``--peer-limit`` test utterances (they are slower than real time at 300 ms; the whole set three times
    would take most of an hour): the ratios are the peer's median step over ours, both from this run.
@@ -66,7 +66,7 @@ def configurations(args) -> list[tuple[str, str, str | None, int, bool]]:
     return [*tiny, base]
 
 
-def profile(configs, utterances, int8: bool) -> list[dict]:
+def profile(configs, utterances, int8: str | None) -> list[dict]:
     from training.causal.evaluate import load_tuned
     from training.streaming.engine import CausalStreamingEngine
     from training.streaming.evaluate import stream_all
@@ -78,7 +78,7 @@ def profile(configs, utterances, int8: bool) -> list[dict]:
         stream_all(engine, utterances[:1], chunk)  # warm-up, not profiled
         recorder = StepProfile().attach(engine)
         stream_all(engine, utterances, chunk)
-        label = f"{name}, {'int8' if int8 else 'fp32'}"
+        label = f"{name}, {f'int8 {int8}' if int8 else 'fp32'}"
         rows.append({"name": label, "model": model, "chunk_ms": chunk, "int8": int8, "steps": len(recorder.steps),
                      "components": recorder.summary()})
         print(f"profile {label}: " + " ".join(f"{k} {v['mean_ms']:.2f} ms ({100 * v['share']:.0f} %)"
@@ -91,19 +91,23 @@ UNOPTIMISED = "greedy, unoptimised (fp32, LoRA unmerged)"
 
 
 def speed_specs(args) -> list:
-    """Every configuration optimised (adapter merged, int8 Linear layers, the `reuse` cache) and unoptimised, plus
-    one optimisation at a time at 300 ms (fp32 merged; the `exact` cache) and beam 4 both ways."""
+    """Every configuration optimised (adapter merged, the encoder's Linear layers int8) and unoptimised (fp32, LoRA
+    layers), plus at 300 ms: fp32 merged (the merge alone), int8 decoder too (also at 40 ms), the `reuse` decoder
+    cache instead of `exact`, beam 4 both ways."""
     from training.evaluation.systems import SystemSpec
 
     specs = []
     for name, model, adapter, chunk, pad in configurations(args):
         common = dict(kind="causal", chunk_ms=chunk, model=model, adapter_dir=adapter, pad_silence=pad)
-        specs += [SystemSpec(f"{name} {OPTIMISED}", **common, int8=True),
+        specs += [SystemSpec(f"{name} {OPTIMISED}", **common, int8="encoder"),
                   SystemSpec(f"{name} {UNOPTIMISED}", **common, merge_adapter=False)]
     tuned = dict(kind="causal", chunk_ms=300, model="tiny.en", adapter_dir=args.adapter)
+    rcs40 = dict(kind="causal", chunk_ms=40, model="tiny.en", adapter_dir=args.rcs_adapter)
     specs += [SystemSpec("tiny.en tuned 300 ms greedy, fp32 (merged)", **tuned),
-              SystemSpec("tiny.en tuned 300 ms greedy, exact cache", **tuned, int8=True, cache_policy="exact"),
-              SystemSpec("tiny.en tuned 300 ms beam 4", **tuned, int8=True, beam_size=4),
+              SystemSpec("tiny.en tuned 300 ms greedy, int8 encoder + decoder", **tuned, int8="all"),
+              SystemSpec("tiny.en random-chunk 40 ms greedy, int8 encoder + decoder", **rcs40, int8="all"),
+              SystemSpec("tiny.en tuned 300 ms greedy, reuse cache", **tuned, int8="encoder", cache_policy="reuse"),
+              SystemSpec("tiny.en tuned 300 ms beam 4", **tuned, int8="encoder", beam_size=4),
               SystemSpec("tiny.en tuned 300 ms beam 4, unoptimised (fp32, LoRA unmerged)", **tuned, beam_size=4,
                          merge_adapter=False)]
     return specs
@@ -198,7 +202,8 @@ def main() -> None:
     test_set = describe(real, ["test"], scored)
     result: dict = {"test_set": test_set, "torch_threads": args.threads, "repeats": args.repeats}
     result["profile"] = [] if args.no_profile else [
-        *profile(configurations(args), scored, int8=True), *profile(configurations(args)[2:3], scored, int8=False)]
+        *profile(configurations(args), scored, int8="encoder"),
+        *profile(configurations(args)[2:3], scored, int8="all"), *profile(configurations(args)[2:3], scored, None)]
     result["speed"] = evaluate_systems(speed_specs(args), scored, test_set=test_set, warmup=warmup,
                                        repeats=args.repeats)
     peers = None

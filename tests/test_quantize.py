@@ -23,10 +23,14 @@ def test_every_linear_is_int8_and_the_encoder_output_stays_close(utterance):
     from training.streaming.encoder import CausalEncoder
     from training.streaming.frontend import causal_log_mel
 
-    fp32, int8 = load_model("tiny.en"), load_model("tiny.en")
+    fp32, int8, encoder_only = load_model("tiny.en"), load_model("tiny.en"), load_model("tiny.en")
     n_linear = sum(isinstance(m, torch.nn.Linear) for m in fp32.modules())
-    assert quantize_linears(int8) == n_linear == 4 * 6 + 4 * 10  # encoder: q k v out + 2 mlp; decoder: 2 attentions
+    assert quantize_linears(int8, "all") == n_linear == 4 * 6 + 4 * 10  # encoder: q k v out + 2 mlp; decoder: 2 attns
     assert not any(isinstance(m, torch.nn.Linear) for m in int8.modules())
+    assert quantize_linears(encoder_only) == 4 * 6  # the default scope
+    assert sum(isinstance(m, torch.nn.Linear) for m in encoder_only.decoder.modules()) == 4 * 10
+    with pytest.raises(ValueError, match="scope"):
+        quantize_linears(load_model("tiny.en"), "decoder")
     mel = causal_log_mel(utterance.audio, 80, pad_end=True)[None]
     mel = mel[..., : mel.shape[-1] // 2 * 2]
     with torch.inference_mode():
@@ -44,7 +48,7 @@ def test_int8_transcript_of_real_speech_matches_fp32_closely(utterance):
     from training.streaming.evaluate import stream_all
 
     fp32, int8 = load_model("tiny.en"), load_model("tiny.en")
-    quantize_linears(int8)
+    quantize_linears(int8, "all")
     texts = [stream_all(OfflineWhisper(m), [utterance], 1000)[0].text.lower() for m in (fp32, int8)]
     assert jiwer.wer(utterance.reference.lower(), texts[0]) < 0.2, texts
     out = jiwer.process_words(texts[0], texts[1])

@@ -10,12 +10,13 @@ from training.causal.validate import streaming_scores
 from training.evaluation.sets import Utterance
 
 
-def load_tuned(model_name: str, adapter_dir: str | Path | None, merge: bool = True, int8: bool = False):
+def load_tuned(model_name: str, adapter_dir: str | Path | None, merge: bool = True, int8: str | None = None):
     """Base weights (+ the adapter, checked against the base sha256), in eval mode, for inference.
 
     ``merge``: fold the adapter into the base weights (``training.lora.merge_adapter``): the same transcripts on
-    the dev split, streaming steps ~17 % faster (tiny.en, 300 ms, issue 17). ``int8``: then quantize every Linear
-    (``training.streaming.quantize``; implies ``merge``)."""
+    the dev split, streaming steps ~17 % faster (tiny.en, 300 ms, issue 17). ``int8``: then quantize the Linear layers
+    of the encoder (``"encoder"``) or of encoder and decoder (``"all"``) (``training.streaming.quantize``; implies
+    ``merge``)."""
     from training.lora import load_adapter, merge_adapter
     from training.weights import checkpoint_sha256, load_model
 
@@ -27,7 +28,7 @@ def load_tuned(model_name: str, adapter_dir: str | Path | None, merge: bool = Tr
     if int8:
         from training.streaming.quantize import quantize_linears
 
-        quantize_linears(model)
+        quantize_linears(model, int8)
     return model.eval()
 
 

@@ -26,9 +26,9 @@ class SystemSpec:
     tau0_ms: int | None = None
     pad_silence: bool = False
     beam_size: int | None = None  # causal: streaming beam search with the stability rule (None: greedy)
-    cache_policy: str | None = None  # causal: the decoder's self-attention cache, "reuse" (default) or "exact"
+    cache_policy: str | None = None  # causal: the decoder's self-attention cache, "exact" (default) or "reuse"
     merge_adapter: bool = True  # the adapter folded into the weights (False: peft's LoRA layers at every step)
-    int8: bool = False  # causal: every Linear int8 dynamically quantized (training.streaming.quantize)
+    int8: str | None = None  # causal: "encoder" or "all" Linear layers int8 (training.streaming.quantize)
     # two-pass: the verifier (original weights) on audio ⊕ `verifier` padding every `every_ms` (second_pass.py)
     verifier: str | None = None  # "hush" (needs hush_dir) or a naive padding: "noise_5s", "zeros_5s", "pad30"
     hush_dir: str | None = None
@@ -47,9 +47,9 @@ class _Models:
     """Each (model, adapter) loaded once."""
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[str, str | None, bool, bool], Any] = {}
+        self._cache: dict[tuple[str, str | None, bool, str | None], Any] = {}
 
-    def get(self, name: str, adapter_dir: str | None, merge: bool = True, int8: bool = False):
+    def get(self, name: str, adapter_dir: str | None, merge: bool = True, int8: str | None = None):
         from training.causal.evaluate import load_tuned
 
         key = (name, adapter_dir, merge and adapter_dir is not None, int8)
@@ -144,7 +144,7 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
         else:
             model = models.get(spec.model, spec.adapter_dir, spec.merge_adapter, spec.int8)
             engine = CausalStreamingEngine(model, chunk, tau0, pad_silence=spec.pad_silence, beam_size=spec.beam_size,
-                                           cache_policy=spec.cache_policy or "reuse")
+                                           cache_policy=spec.cache_policy or "exact")
         return engine, "ours"
     if spec.kind in ("whisperlivekit-la", "whisperlivekit-simul"):
         from training.evaluation.peers import (PEER_SOURCE, WhisperLiveKitLocalAgreement,
