@@ -55,9 +55,9 @@ class CausalStreamingEngine:
                  flush_ms: int = FLUSH_MS) -> None:
         """`beam_size` None/1: greedy (Algorithm 1), else streaming beam search (Algorithm 2).
         `cache_policy` / `int8_vocab`: the decoder's speed trade-offs (decoding.py, textdecoder.py); "exact" by
-        default: on the held-out test split (tuned 300 ms adapter, int8) 15.8 % WER against 21.0 % with "reuse" at
-        5 % more compute (benchmarks/results/streaming.md; the 75-word dev split could not tell them apart: ±2 words
-        either way), and it is the computation the stability rule is defined on, not an approximation of it.
+        default: it is the computation the stability rule is defined on, not an approximation of it; the 75-word
+        dev split could not tell the two apart (±2 words either way); on the held-out test split (tuned 300 ms
+        adapter) "reuse" costs 22.5 % WER against 14.3 % for 10 % less compute (benchmarks/results/streaming.md).
         `pad_silence`: the decoder sees the frames heard so far followed by encoder frames of
         silence up to 30 s (see textdecoder.CrossCache): needed by the original weights, which
         otherwise restart the sentence on partial audio; off in the paper's setting.
