@@ -10,6 +10,7 @@ import pytest
 
 from training.evaluation.sets import load_realspeech
 from training.streaming.evaluate import evaluate_records, stream_all
+from training.streaming.events import Hypothesis
 from training.streaming.second_pass import TwoPassStreaming, Verifier, agreed, echo_length, norm_word
 
 HUSH = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "hush_word_tiny.en"
@@ -121,3 +122,13 @@ def test_a_final_word_the_causal_transcript_lacks_does_not_stop_agreement():
     # it agrees (and, again, the last word of either waits)
     hypothesis = system.feed(chunk)
     assert hypothesis.committed[5:] == ("established", "for", "the") and hypothesis.tentative == ("frequent",)
+
+
+def test_final_words_outnumbering_the_causal_ones_leave_an_empty_tail():
+    chunk = np.zeros(4800, dtype=np.float32)
+    causal = _Scripted([["one", "two", "three", "four"], ["one"]])
+    verifier = _Scripted([["one", "two", "three", "four", "five"]])
+    system = TwoPassStreaming(causal, verifier, every_ms=300)
+    assert system.feed(chunk).committed == ("one", "two", "three")
+    # the causal engine took words back (its stability rule): nothing past the finals, no pass worth running
+    assert system.feed(chunk) == Hypothesis(("one", "two", "three"), ())

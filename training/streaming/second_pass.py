@@ -200,7 +200,8 @@ class TwoPassStreaming:
         """The causal tail, then the tails one word either side of it: when the final words hold a word the causal
         transcript lacks (or the other way round) the one-for-one guess is off by one, and the verifier would never
         agree with the causal engine again in that utterance."""
-        k = self._tail_start(causal_words)
+        # the final words can outnumber the causal ones (the verifier heard a word the causal engine has not written)
+        k = min(self._tail_start(causal_words), len(causal_words))
         return [causal_words[j:] for j in (k, k - 1, k + 1) if 0 <= j <= len(causal_words)]
 
     def feed(self, samples: np.ndarray) -> Hypothesis:
