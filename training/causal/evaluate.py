@@ -14,7 +14,7 @@ def load_tuned(model_name: str, adapter_dir: str | Path | None, merge: bool = Tr
     """Base weights (+ the adapter, checked against the base sha256), in eval mode, for inference.
 
     ``merge``: fold the adapter into the base weights (``training.lora.merge_adapter``): the same transcripts on
-    the dev split, streaming steps ~17 % faster (tiny.en, 300 ms, issue 17). ``int8``: then quantize the Linear layers
+    the dev split, −20 % compute on the held-out test split (tiny.en, 300 ms, benchmarks/results/streaming.md). ``int8``: then quantize the Linear layers
     of the encoder (``"encoder"``) or of encoder and decoder (``"all"``) (``training.streaming.quantize``; implies
     ``merge``)."""
     from training.lora import load_adapter, merge_adapter

@@ -26,7 +26,7 @@ class SystemSpec:
     tau0_ms: int | None = None
     pad_silence: bool = False
     beam_size: int | None = None  # causal: streaming beam search with the stability rule (None: greedy)
-    cache_policy: str | None = None  # causal: the decoder's self-attention cache, "exact" (default) or "reuse"
+    cache_policy: str | None = None  # causal: "exact" or "reuse" decoder cache (None: the engine's default)
     merge_adapter: bool = True  # the adapter folded into the weights (False: peft's LoRA layers at every step)
     int8: str | None = None  # causal: "encoder" or "all" Linear layers int8 (training.streaming.quantize)
     # two-pass: the verifier (original weights) on audio ⊕ `verifier` padding every `every_ms` (second_pass.py)
@@ -143,8 +143,10 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
             engine = CausalStreamingEngine(model, chunk, tau0, decoder=decoder, pad_silence=spec.pad_silence)
         else:
             model = models.get(spec.model, spec.adapter_dir, spec.merge_adapter, spec.int8)
+            # the engine's own default cache policy unless the spec names one (one place decides the default)
+            policy = {"cache_policy": spec.cache_policy} if spec.cache_policy else {}
             engine = CausalStreamingEngine(model, chunk, tau0, pad_silence=spec.pad_silence, beam_size=spec.beam_size,
-                                           cache_policy=spec.cache_policy or "exact")
+                                           **policy)
         return engine, "ours"
     if spec.kind in ("whisperlivekit-la", "whisperlivekit-simul"):
         from training.evaluation.peers import (PEER_SOURCE, WhisperLiveKitLocalAgreement,
