@@ -13,10 +13,10 @@ from training.evaluation.sets import Utterance
 def load_tuned(model_name: str, adapter_dir: str | Path | None, merge: bool = True, int8: str | None = None):
     """Base weights (+ the adapter, checked against the base sha256), in eval mode, for inference.
 
-    ``merge``: fold the adapter into the base weights (``training.lora.merge_adapter``): the same transcripts on
-    the dev split, −20 % compute on the held-out test split (tiny.en, 300 ms, benchmarks/results/streaming.md). ``int8``: then quantize the Linear layers
-    of the encoder (``"encoder"``) or of encoder and decoder (``"all"``) (``training.streaming.quantize``; implies
-    ``merge``)."""
+    ``merge``: fold the adapter into the base weights (``training.lora.merge_adapter``): the same transcripts,
+    −20 % compute on the held-out test split (tiny.en, 300 ms, benchmarks/results/streaming.md). ``int8``: then
+    quantize the Linear layers of the encoder (``"encoder"``) or of encoder and decoder (``"all"``)
+    (``training.streaming.quantize``; implies ``merge``)."""
     from training.lora import load_adapter, merge_adapter
     from training.weights import checkpoint_sha256, load_model
 
