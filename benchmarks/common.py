@@ -17,13 +17,24 @@ def realspeech_path(arg: str | None = None) -> Path:
     return root if root.is_absolute() else (Path(__file__).resolve().parent.parent / root).resolve()
 
 
+def cpu_model() -> str:
+    """The CPU's name (timings from different CPU models of one machine kind are not comparable)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def machine() -> dict:
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 cwd=Path(__file__).parent, check=False).stdout.strip()
     except OSError:
         commit = ""
-    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+    return {"cpus": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(), "python": platform.python_version(),
             "git_commit": commit, "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 

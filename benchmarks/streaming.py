@@ -5,10 +5,11 @@ On the held-out ``test`` split of the evaluate stage (the datasets ``benchmarks/
 
 1. **Profile** of one streaming step (``training.streaming.profiling``: front end, encoder, cross-attention K/V,
    decoder re-check, new tokens, vocabulary projection, Python) for tiny.en at 40/100/300/1000 ms and base at 300 ms,
-   one profiled pass each.
+   one profiled pass each (base with its 300 ms adapter at every size: the profile is about time).
 2. **Speed rows** through the evaluate stage's harness (``evaluate_systems``: same audio, real-time-queue clock,
-   medians of ``--repeats`` passes): every configuration optimised (adapter merged, encoder Linear layers int8) and
-   unoptimised (fp32, peft's LoRA layers); at 300 ms also the merge alone, the ``reuse`` decoder cache, beam 4.
+   medians of ``--repeats`` passes): every configuration optimised (adapter merged, Linear layers in bfloat16) and
+   unoptimised (fp32, peft's LoRA layers); at 300 ms also the merge alone, int8 (encoder, all), the ``reuse``
+   decoder cache, beam 4 both ways; at 40 ms int8 all.
 3. **Peers**: whisperlivekit LocalAgreement-2 and SimulStreaming (PyPI) at 300 ms next to our tuned 300 ms engine on
    the first ``--peer-limit`` test utterances (they are slower than real time at 300 ms; the whole set three times
    would take most of an hour): the ratios are the peer's median step over ours, both from this run.
@@ -57,8 +58,8 @@ def mac_summary(dims, utterances, chunks) -> dict:
 
 def configurations(args) -> list[tuple[str, str, str | None, int, bool]]:
     """(name, model, adapter, chunk_ms, pad_silence): the tuned adapter at its 300 ms, the random-chunk one at the
-    other sizes, base with its adapter or (speed only) the original weights waiting on silence (no base adapter
-    here: the datasets hold tiny.en's GPT-2 token ids, base is multilingual)."""
+    other sizes, base with its 300 ms adapter (trained on the same splits tokenized with the multilingual
+    vocabulary) or, without one, the original weights waiting on silence (speed only: they transcribe poorly)."""
     tiny = [(f"tiny.en {'tuned' if c == 300 else 'random-chunk'} {c} ms", "tiny.en",
              args.adapter if c == 300 else args.rcs_adapter, c, False) for c in CHUNKS]
     base = ("base tuned 300 ms", "base", args.base_adapter, 300, False) if args.base_adapter else \
@@ -66,7 +67,13 @@ def configurations(args) -> list[tuple[str, str, str | None, int, bool]]:
     return [*tiny, base]
 
 
-def profile(configs, utterances, int8: str | None) -> list[dict]:
+def base_sizes(args) -> list[tuple[str, str, str | None, int, bool]]:
+    """base at the other chunk sizes, for the profile only (its adapter is trained at 300 ms)."""
+    name, model, adapter, _, pad = configurations(args)[-1]
+    return [(name.replace("300 ms", f"300 ms adapter at {c} ms"), model, adapter, c, pad) for c in CHUNKS if c != 300]
+
+
+def profile(configs, utterances, precision: str | None) -> list[dict]:
     from training.causal.evaluate import load_tuned
     from training.streaming.engine import CausalStreamingEngine
     from training.streaming.evaluate import stream_all
@@ -74,40 +81,44 @@ def profile(configs, utterances, int8: str | None) -> list[dict]:
 
     rows = []
     for name, model, adapter, chunk, pad in configs:
-        engine = CausalStreamingEngine(load_tuned(model, adapter, int8=int8), chunk, max(600, chunk), pad_silence=pad)
+        engine = CausalStreamingEngine(load_tuned(model, adapter, precision=precision), chunk, max(600, chunk), pad_silence=pad)
         stream_all(engine, utterances[:1], chunk)  # warm-up, not profiled
         recorder = StepProfile().attach(engine)
         stream_all(engine, utterances, chunk)
-        label = f"{name}, {f'int8 {int8}' if int8 else 'fp32'}"
-        rows.append({"name": label, "model": model, "chunk_ms": chunk, "int8": int8, "steps": len(recorder.steps),
+        label = f"{name}, {precision or 'fp32'}"
+        rows.append({"name": label, "model": model, "chunk_ms": chunk, "precision": precision,
+                     "steps": len(recorder.steps),
                      "components": recorder.summary()})
         print(f"profile {label}: " + " ".join(f"{k} {v['mean_ms']:.2f} ms ({100 * v['share']:.0f} %)"
                                               for k, v in rows[-1]["components"].items()), flush=True)
     return rows
 
 
+PRECISION = "bf16-all"  # the optimised engine's Linear layers (training.streaming.quantize)
 OPTIMISED = "greedy"  # row-name suffixes: the optimised engine and its unoptimised twin (same adapter)
 UNOPTIMISED = "greedy, unoptimised (fp32, LoRA unmerged)"
 
 
 def speed_specs(args) -> list:
-    """Every configuration optimised (adapter merged, the encoder's Linear layers int8) and unoptimised (fp32, LoRA
-    layers), plus at 300 ms: fp32 merged (the merge alone), int8 decoder too (also at 40 ms), the `reuse` decoder
-    cache instead of `exact`, beam 4 both ways."""
+    """Every configuration optimised (adapter merged, Linear layers bf16) and unoptimised (fp32, LoRA layers), plus
+    at 300 ms: fp32 merged (the merge alone), int8 encoder / all (also at 40 ms), the `reuse` decoder cache instead
+    of `exact`, beam 4 both ways."""
     from training.evaluation.systems import SystemSpec
 
     specs = []
     for name, model, adapter, chunk, pad in configurations(args):
         common = dict(kind="causal", chunk_ms=chunk, model=model, adapter_dir=adapter, pad_silence=pad)
-        specs += [SystemSpec(f"{name} {OPTIMISED}", **common, int8="encoder"),
+        specs += [SystemSpec(f"{name} {OPTIMISED}", **common, precision=PRECISION),
                   SystemSpec(f"{name} {UNOPTIMISED}", **common, merge_adapter=False)]
     tuned = dict(kind="causal", chunk_ms=300, model="tiny.en", adapter_dir=args.adapter)
     rcs40 = dict(kind="causal", chunk_ms=40, model="tiny.en", adapter_dir=args.rcs_adapter)
     specs += [SystemSpec("tiny.en tuned 300 ms greedy, fp32 (merged)", **tuned),
-              SystemSpec("tiny.en tuned 300 ms greedy, int8 encoder + decoder", **tuned, int8="all"),
-              SystemSpec("tiny.en random-chunk 40 ms greedy, int8 encoder + decoder", **rcs40, int8="all"),
-              SystemSpec("tiny.en tuned 300 ms greedy, reuse cache", **tuned, int8="encoder", cache_policy="reuse"),
-              SystemSpec("tiny.en tuned 300 ms beam 4", **tuned, int8="encoder", beam_size=4),
+              SystemSpec("tiny.en tuned 300 ms greedy, int8 encoder", **tuned, precision="int8-encoder"),
+              SystemSpec("tiny.en tuned 300 ms greedy, int8 encoder + decoder", **tuned, precision="int8-all"),
+              SystemSpec("tiny.en random-chunk 40 ms greedy, int8 encoder + decoder", **rcs40, precision="int8-all"),
+              SystemSpec("tiny.en tuned 300 ms greedy, reuse cache", **tuned, precision=PRECISION,
+                         cache_policy="reuse"),
+              SystemSpec("tiny.en tuned 300 ms beam 4", **tuned, precision=PRECISION, beam_size=4),
               SystemSpec("tiny.en tuned 300 ms beam 4, unoptimised (fp32, LoRA unmerged)", **tuned, beam_size=4,
                          merge_adapter=False)]
     return specs
@@ -155,10 +166,12 @@ def table(result: dict) -> str:
     lines += ["", "`vocab` is inside `recheck` and `new_tokens`; `python` is the rest of the step.", "",
               "## Speed on the test split", ""]
     header = ["system", "chunk ms", "WER", "step median / p90 ms", "RTF", "word latency median ms (queue)"]
-    for block in ("speed", "peers"):
+    for block in ("speed", "one_thread", "peers"):
         if result.get(block):
             rows = [[r["name"], r["chunk_ms"], f"{100 * r['wer']:.2f} %", f"{r['step_ms_median']} / {r['step_ms_p90']}",
                      r["rtf"], r["word_latency_ms_median"]] for r in result[block]["systems"]]
+            if block == "one_thread":
+                lines += ["", "The optimised engine with 1 torch thread (a serving replica's share per stream):", ""]
             if block == "peers":
                 lines += ["", f"Peers, side by side on the first {result['peer_utterances']} test utterances:", ""]
             lines.append(markdown_table(header, rows))
@@ -188,6 +201,7 @@ def main() -> None:
     from tasks.runtime import prefect_api
     from training.evaluation.report import evaluate_systems
     from training.evaluation.sets import describe, load_split
+    from training.streaming.quantize import bf16_native
     from training.weights import load_model
 
     torch.set_num_threads(args.threads)
@@ -202,10 +216,16 @@ def main() -> None:
     test_set = describe(real, ["test"], scored)
     result: dict = {"test_set": test_set, "torch_threads": args.threads, "repeats": args.repeats}
     result["profile"] = [] if args.no_profile else [
-        *profile(configurations(args), scored, int8="encoder"),
-        *profile(configurations(args)[2:3], scored, int8="all"), *profile(configurations(args)[2:3], scored, None)]
+        *profile(configurations(args) + base_sizes(args), scored, PRECISION),
+        *profile(configurations(args)[2:3], scored, "int8-all"), *profile(configurations(args)[2:3], scored, None)]
     result["speed"] = evaluate_systems(speed_specs(args), scored, test_set=test_set, warmup=warmup,
                                        repeats=args.repeats)
+    # one thread per stream (what a serving replica with several streams gives each): the same engines again
+    torch.set_num_threads(1)
+    one = [s for s in speed_specs(args) if s.name in (f"tiny.en tuned 300 ms {OPTIMISED}",
+                                                      f"tiny.en random-chunk 40 ms {OPTIMISED}")]
+    result["one_thread"] = evaluate_systems(one, scored, test_set=test_set, warmup=warmup, repeats=args.repeats)
+    torch.set_num_threads(args.threads)
     peers = None
     if not args.no_peers:
         from training.evaluation.peers import peers_available
@@ -218,12 +238,15 @@ def main() -> None:
             result["peer_utterances"] = len(subset)
     result["peers"] = peers
     result.update(headline(result["speed"], peers))
+    for r in result["one_thread"]["systems"]:
+        result[f"rtf_tiny_{r['chunk_ms']}ms_1_thread"] = r["rtf"]
+    result["precision"] = {"optimised": PRECISION, "bf16_native": bf16_native()}
     macs = mac_summary(load_model("tiny.en").dims, scored, CHUNKS)
     result["encoder_mac_ratio_stream_vs_offline"] = macs["300ms"]["stream_30s_vs_offline"]
     result["encoder_macs"] = macs
     result["wall_s"] = round(time.perf_counter() - started, 1)
     result["command"] = " ".join(["python", *sys.argv])
-    for block in (result["speed"], peers):
+    for block in (result["speed"], result["one_thread"], peers):
         for r in (block or {}).get("systems", []):
             r.pop("hypotheses", None)
     write_results("streaming", result, table(result))

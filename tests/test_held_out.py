@@ -83,3 +83,19 @@ def test_training_refuses_before_any_run(real_shards, tmp_path):
         run_finetune(cfg)
     assert client(uri).get_experiment_by_name("leak") is None  # nothing was trained or tracked
     assert not (tmp_path / "ray").exists()
+
+
+def test_training_refuses_datasets_of_another_vocabulary(real_shards, tmp_path):
+    """real_shards hold tiny.en's GPT-2 token ids: the multilingual base must not train on them."""
+    from configs.finetune import FinetuneConfig
+    from training.causal.data import DatasetError, check_tokenizer
+    from training.causal.run import run_finetune
+
+    check_tokenizer("tiny.en", [real_shards])  # its own vocabulary: accepted
+    with pytest.raises(DatasetError, match="tokenizer: multilingual"):
+        check_tokenizer("base", [real_shards])
+    cfg = FinetuneConfig(model="base", datasets=(str(real_shards),), max_steps=1,
+                         tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", storage_path=str(tmp_path / "ray"))
+    with pytest.raises(DatasetError, match="real-train \\(whisper-gpt2\\)"):
+        run_finetune(cfg)
+    assert not (tmp_path / "ray").exists() and not (tmp_path / "mlflow.db").exists()

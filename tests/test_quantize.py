@@ -1,4 +1,5 @@
-"""int8 dynamic quantization of real tiny.en weights: every Linear replaced, outputs close to fp32, LoRA refused."""
+"""Lower-precision Linear layers (int8 dynamic quantization, bfloat16) of real tiny.en weights: every Linear replaced,
+outputs close to fp32, LoRA refused."""
 
 from __future__ import annotations
 
@@ -61,3 +62,25 @@ def test_a_model_with_lora_layers_is_refused():
     with pytest.raises(ValueError, match="merge the LoRA adapter"):
         quantize_linears(model)
     assert not any(type(m).__module__.startswith("torch.ao") for m in model.modules())  # left untouched
+
+
+def test_bf16_linears_stay_closer_to_fp32_than_int8(utterance):
+    """bfloat16 keeps a relative error per element: the encoder output moves far less than with int8."""
+    from training.streaming.encoder import CausalEncoder
+    from training.streaming.frontend import causal_log_mel
+    from training.streaming.quantize import BF16Linear, lower_precision
+
+    fp32, bf16, int8 = load_model("tiny.en"), load_model("tiny.en"), load_model("tiny.en")
+    assert lower_precision(bf16, "bf16-all") == 4 * 6 + 4 * 10
+    assert lower_precision(int8, "int8-encoder") == 4 * 6
+    assert not any(isinstance(m, torch.nn.Linear) for m in bf16.modules())
+    assert all(m.weight.dtype == torch.bfloat16 for m in bf16.modules() if isinstance(m, BF16Linear))
+    with pytest.raises(ValueError, match="precision"):
+        lower_precision(load_model("tiny.en"), "fp16-all")
+    mel = causal_log_mel(utterance.audio, 80, pad_end=True)[None]
+    mel = mel[..., : mel.shape[-1] // 2 * 2]
+    with torch.inference_mode():
+        a, b, c = (CausalEncoder(m.encoder, 300, 600)(mel) for m in (fp32, bf16, int8))
+    assert b.dtype == torch.float32  # activations, caches and logits stay fp32
+    err_bf16, err_int8 = (float((a - x).norm() / a.norm()) for x in (b, c))
+    assert 0 < err_bf16 < 0.03 and err_bf16 < err_int8 / 4, (err_bf16, err_int8)  # measured 1.0 % vs 8.5 %

@@ -56,6 +56,19 @@ def dataset_ref(version_dir: str | Path) -> dict:
             "accepted": info["counts"]["accepted"], "tokenizer": info.get("tokenizer", info["config"]["tokenizer"])}
 
 
+def check_tokenizer(model_name: str, version_dirs: Sequence[str | Path]) -> None:
+    """Every dataset's token ids must come from the model's own vocabulary: tiny.en's GPT-2 ids fed to the
+    multilingual base would train on the wrong tokens without any error."""
+    from data.tokens import tokenizer_id
+
+    want = tokenizer_id("english" if model_name.endswith(".en") else "multilingual")
+    wrong = [f"{ref['name']} ({ref['tokenizer']})" for ref in map(dataset_ref, version_dirs) if ref["tokenizer"] != want]
+    if wrong:
+        family = "english" if model_name.endswith(".en") else "multilingual"
+        raise DatasetError(f"{model_name} reads {want} token ids, but {', '.join(wrong)} hold others: build them "
+                           f"with the dataset setting tokenizer: {family}")
+
+
 def read_utterances(version_dir: str | Path, splits: Sequence[str]) -> list[TrainUtterance]:
     """All accepted samples of ``splits``, sorted by key; every manifest row must come back from the shards."""
     root = Path(version_dir)

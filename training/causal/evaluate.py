@@ -10,25 +10,26 @@ from training.causal.validate import streaming_scores
 from training.evaluation.sets import Utterance
 
 
-def load_tuned(model_name: str, adapter_dir: str | Path | None, merge: bool = True, int8: str | None = None):
+def load_tuned(model_name: str, adapter_dir: str | Path | None, merge: bool = True,
+               precision: str | None = None):
     """Base weights (+ the adapter, checked against the base sha256), in eval mode, for inference.
 
     ``merge``: fold the adapter into the base weights (``training.lora.merge_adapter``): the same transcripts,
-    −20 % compute on the held-out test split (tiny.en, 300 ms, benchmarks/results/streaming.md). ``int8``: then
-    quantize the Linear layers of the encoder (``"encoder"``) or of encoder and decoder (``"all"``)
-    (``training.streaming.quantize``; implies ``merge``)."""
+    −20 % compute on the held-out test split (tiny.en, 300 ms, benchmarks/results/streaming.md). ``precision``: then
+    lower the Linear layers to bfloat16 or int8, of the encoder or of encoder and decoder (``"bf16-all"``,
+    ``"int8-encoder"``, ...: ``training.streaming.quantize.PRECISIONS``; implies ``merge``)."""
     from training.lora import load_adapter, merge_adapter
     from training.weights import checkpoint_sha256, load_model
 
     model = load_model(model_name)
     if adapter_dir is not None:
         load_adapter(model, adapter_dir, base_sha256=checkpoint_sha256(model_name))
-        if merge or int8:
+        if merge or precision:
             merge_adapter(model)
-    if int8:
-        from training.streaming.quantize import quantize_linears
+    if precision:
+        from training.streaming.quantize import lower_precision
 
-        quantize_linears(model, int8)
+        lower_precision(model, precision)
     return model.eval()
 
 

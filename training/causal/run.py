@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from configs.finetune import FinetuneConfig
-from training.causal.data import dataset_ref
+from training.causal.data import check_tokenizer, dataset_ref
 from data.leakage import check_held_out
 from training.raytrain import TrainingFailed, ensure_ray, fit
 from training.raytrain import run_key as dataset_run_key
@@ -62,6 +62,7 @@ def run_finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     cfg = cfg.resolved_paths()
     held_in = check_held_out(cfg.datasets, cfg.splits, cfg.validation_datasets, cfg.validation_splits,
                              allow=cfg.allow_held_in_validation)
+    check_tokenizer(cfg.model, [*cfg.datasets, *cfg.validation_datasets])
     meta = run_meta(cfg)
     tracking_uri = cfg.tracking_uri or default_tracking_uri()
     name = run_name(cfg)
@@ -104,3 +105,28 @@ def log_streaming_model(tracking_uri: str, run_id: str, adapter_dir: Path, cfg: 
                             cfg.registered_name if cfg.register_model else None, name="streaming_model",
                             signature=audio_signature({"audio_path": "string", "text": "string", "chunk_ms": "long"},
                                                       chunk_param=True))
+
+
+def register_adapter(tracking_uri: str, adapter_dir: str | Path, experiment: str = "whisperline-causal",
+                     tags: dict[str, str] | None = None) -> tuple[str, str]:
+    """An adapter directory (trained earlier, elsewhere, or built for a test) logged and registered the way a
+    fine-tuning run registers its own, in a new FINISHED run; returns (registered name, version)."""
+    from training.lora import read_adapter_meta
+    from training.tracking import client, experiment_id
+    from training.weights import checkpoint_sha256
+
+    meta = read_adapter_meta(adapter_dir)
+    cfg = FinetuneConfig(model=meta["base_model"], chunk_ms=int(meta["chunk_ms"]), tau0_ms=int(meta["tau0_ms"]),
+                         chunk_ms_choices=tuple(meta.get("chunk_ms_choices") or ()) or None, tracking_uri=tracking_uri)
+    if meta.get("base_sha256") and meta["base_sha256"] != checkpoint_sha256(cfg.model):
+        raise ValueError(f"{adapter_dir}: trained on other {cfg.model} weights than the ones here")
+    run_tags = {"whisperline.kind": "causal-lora", "base_model": cfg.model, "base_sha256": checkpoint_sha256(cfg.model),
+                "variant": cfg.variant, "adapter_dir": str(Path(adapter_dir).resolve()),
+                "dataset_versions": ",".join(d["version_id"] for d in meta.get("datasets", [])), **(tags or {})}
+    c = client(tracking_uri)
+    run = c.create_run(experiment_id(tracking_uri, experiment), run_name=f"register-{Path(adapter_dir).name}",
+                       tags=run_tags)
+    _, version = log_streaming_model(tracking_uri, run.info.run_id, Path(adapter_dir), cfg)
+    c.set_terminated(run.info.run_id, "FINISHED")
+    assert version is not None  # cfg.register_model is on by default
+    return cfg.registered_name, version

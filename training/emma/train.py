@@ -65,6 +65,9 @@ def train_policy(cfg: EmmaConfig, out_dir: str | Path, report: Callable[[dict[st
     """Train, save to ``out_dir``; returns the final metrics and the policy directory."""
     from whisper.tokenizer import get_tokenizer
 
+    from training.causal.data import check_tokenizer
+
+    check_tokenizer(cfg.model, [*cfg.datasets, *cfg.validation_datasets])
     torch.manual_seed(cfg.seed)
     model = base_model(cfg)
     tokenizer = get_tokenizer(model.is_multilingual, num_languages=model.num_languages, language="en",

@@ -28,7 +28,7 @@ class SystemSpec:
     beam_size: int | None = None  # causal: streaming beam search with the stability rule (None: greedy)
     cache_policy: str | None = None  # causal: "exact" or "reuse" decoder cache (None: the engine's default)
     merge_adapter: bool = True  # the adapter folded into the weights (False: peft's LoRA layers at every step)
-    int8: str | None = None  # causal: "encoder" or "all" Linear layers int8 (training.streaming.quantize)
+    precision: str | None = None  # causal: Linear layers in "bf16-all", "int8-encoder", ... (streaming.quantize)
     # two-pass: the verifier (original weights) on audio ⊕ `verifier` padding every `every_ms` (second_pass.py)
     verifier: str | None = None  # "hush" (needs hush_dir) or a naive padding: "noise_5s", "zeros_5s", "pad30"
     hush_dir: str | None = None
@@ -49,12 +49,12 @@ class _Models:
     def __init__(self) -> None:
         self._cache: dict[tuple[str, str | None, bool, str | None], Any] = {}
 
-    def get(self, name: str, adapter_dir: str | None, merge: bool = True, int8: str | None = None):
+    def get(self, name: str, adapter_dir: str | None, merge: bool = True, precision: str | None = None):
         from training.causal.evaluate import load_tuned
 
-        key = (name, adapter_dir, merge and adapter_dir is not None, int8)
+        key = (name, adapter_dir, merge and adapter_dir is not None, precision)
         if key not in self._cache:
-            self._cache[key] = load_tuned(name, adapter_dir, merge=merge, int8=int8)
+            self._cache[key] = load_tuned(name, adapter_dir, merge=merge, precision=precision)
         return self._cache[key]
 
 
@@ -142,7 +142,7 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
                                    meta["config"].get("decision", "min"))
             engine = CausalStreamingEngine(model, chunk, tau0, decoder=decoder, pad_silence=spec.pad_silence)
         else:
-            model = models.get(spec.model, spec.adapter_dir, spec.merge_adapter, spec.int8)
+            model = models.get(spec.model, spec.adapter_dir, spec.merge_adapter, spec.precision)
             # the engine's own default cache policy unless the spec names one (one place decides the default)
             policy = {"cache_policy": spec.cache_policy} if spec.cache_policy else {}
             engine = CausalStreamingEngine(model, chunk, tau0, pad_silence=spec.pad_silence, beam_size=spec.beam_size,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from configs.hush_word import HushWordConfig
-from training.causal.data import dataset_ref
+from training.causal.data import check_tokenizer, dataset_ref
 from data.leakage import check_held_out
 from training.raytrain import ensure_ray, fit, run_key
 from training.tracking import client, default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
@@ -26,6 +26,7 @@ def train_hush_word(cfg: HushWordConfig) -> dict[str, Any]:
     cfg = cfg.resolved_paths()
     held_in = check_held_out(cfg.datasets, cfg.splits, cfg.validation_datasets or cfg.datasets,
                              cfg.validation_splits, allow=cfg.allow_held_in_validation)
+    check_tokenizer(cfg.model, [*cfg.datasets, *(cfg.validation_datasets or ())])
     key = run_key(cfg.config_hash(), cfg.datasets, cfg.validation_datasets)
     meta = {"base_model": cfg.model, "base_sha256": checkpoint_sha256(cfg.model), "config_hash": cfg.config_hash(),
             "run_key": key, "datasets": [dataset_ref(d) for d in cfg.datasets], "git_commit": git_commit()}

@@ -13,11 +13,15 @@ Attention is SDPA with an explicit mask (whisper's own path passes `is_causal` a
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+# token embedding module -> {int8?: ((weight data_ptr, version), projection)}: the prepared vocabulary projections
+_SHARED_VOCAB: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class CrossCache:
@@ -95,21 +99,28 @@ class CachedTextDecoder:
         weight = self.decoder.token_embedding.weight
         key = (weight.data_ptr(), weight._version)
         if self._vocab is None or self._vocab[0] != key:
-            if self.int8_vocab:
-                linear = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
-                linear.weight.data = weight.detach().float().clone()
-                with warnings.catch_warnings():
-                    # torch 2.13 announces the eager-mode API's move to torchao at every call; it still works here
-                    # and torchao is not a dependency (issue 17 decides on quantization)
-                    warnings.filterwarnings("ignore", category=UserWarning, message=r"(?s).*quantiz")
-                    warnings.filterwarnings("ignore", category=DeprecationWarning, message=r"(?s).*quantiz")
-                    quantized = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(linear),
-                                                                       {torch.nn.Linear}, dtype=torch.qint8)
-                self._vocab = (key, lambda x: quantized(x.float()))
-            else:
-                matrix = weight.detach().T.contiguous()
-                self._vocab = (key, lambda x: x @ matrix.to(x.dtype))
+            # shared by every decoder on these weights: a server builds one engine per stream, and each would
+            # otherwise hold its own 20 MB copy (tiny, int8) and spend ~0.1 s making it
+            shared = _SHARED_VOCAB.setdefault(self.decoder.token_embedding, {})  # a module: identity equality
+            if shared.get(self.int8_vocab, (None,))[0] != key:
+                shared[self.int8_vocab] = (key, self._build_projection(weight))
+            self._vocab = shared[self.int8_vocab]
         return self._vocab[1]
+
+    def _build_projection(self, weight: Tensor) -> Callable[[Tensor], Tensor]:
+        if not self.int8_vocab:
+            matrix = weight.detach().T.contiguous()
+            return lambda x: x @ matrix.to(x.dtype)
+        linear = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
+        linear.weight.data = weight.detach().float().clone()
+        with warnings.catch_warnings():
+            # torch 2.13 announces the eager-mode API's move to torchao at every call; it still works here
+            # and torchao is not a dependency (issue 17 decides on quantization)
+            warnings.filterwarnings("ignore", category=UserWarning, message=r"(?s).*quantiz")
+            warnings.filterwarnings("ignore", category=DeprecationWarning, message=r"(?s).*quantiz")
+            quantized = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(linear), {torch.nn.Linear},
+                                                               dtype=torch.qint8)
+        return lambda x: quantized(x.float())
 
     def new_cache(self, batch: int = 1, pad: list[tuple[Tensor, Tensor]] | None = None) -> DecoderCache:
         return DecoderCache(self.decoder, batch, pad=pad)
