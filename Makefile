@@ -10,7 +10,7 @@ export PREFECT_SERVER_EPHEMERAL_ENABLED ?= true
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 
-.PHONY: setup run run-real test bench serve clean
+.PHONY: setup run run-real test bench serve serve-model clean
 
 setup:
 	@bash scripts/setup.sh
@@ -29,6 +29,14 @@ bench: setup
 PORT ?= 4200
 serve: setup
 	$(VENV)/bin/whisperline serve --port $(PORT)
+
+# The registry version behind $(ALIAS) (default: the EMMA champion) live on 127.0.0.1:$(SERVE_PORT) (Ray Serve):
+# browser page at /, WebSocket streams at /ws.
+ALIAS ?= champion
+SERVE_MODEL ?= whisperline-emma-tiny.en-300ms
+SERVE_PORT ?= 8000
+serve-model: setup
+	$(VENV)/bin/whisperline serve-model --alias $(ALIAS) --model $(SERVE_MODEL) --port $(SERVE_PORT)
 
 clean:
 	rm -rf outputs .prefect

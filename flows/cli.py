@@ -303,6 +303,43 @@ def serve_cmd(
         stack.stop()
 
 
+@app.command("serve-model")
+def serve_model(
+    alias: Annotated[str, typer.Option(help="registry alias to serve (followed: a moved alias is hot-swapped)")] = "champion",
+    model: Annotated[str, typer.Option(help="registered model name")] = "whisperline-emma-tiny.en-300ms",
+    port: Annotated[int, typer.Option(help="HTTP/WebSocket port on 127.0.0.1")] = 8000,
+    tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking/registry URI")] = None,
+    replicas: Annotated[int, typer.Option(help="Ray Serve replicas")] = 1,
+    max_streams: Annotated[int, typer.Option(help="live streams per replica")] = 8,
+    compute_threads: Annotated[int, typer.Option(help="engine threads per replica")] = 2,
+    torch_threads: Annotated[int, typer.Option(help="torch threads per engine step")] = 1,
+    precision: Annotated[str, typer.Option(help="bf16-all | bf16-encoder | int8-encoder | int8-all | fp32")] = "bf16-all",
+    poll_s: Annotated[float, typer.Option(help="seconds between registry checks of the alias")] = 5.0,
+) -> None:
+    """The registry version behind ALIAS as a live Ray Serve app on 127.0.0.1: browser page at /, WebSocket
+    streams at /ws, whole files at POST /transcribe, /healthz and /version (Ctrl-C stops)."""
+    import time
+
+    from ray import serve
+
+    from training.serving.app import ServeSettings, run
+    from training.tracking import default_tracking_uri
+
+    settings = ServeSettings(tracking_uri=tracking_uri or default_tracking_uri(), registered_model=model, alias=alias,
+                             precision=None if precision == "fp32" else precision, max_streams=max_streams,
+                             torch_threads=torch_threads, compute_threads=compute_threads, poll_s=poll_s)
+    url = run(settings, port, num_replicas=replicas)
+    typer.echo(f"serving {model}@{alias} at {url} (page {url}/, WebSocket {url.replace('http', 'ws')}/ws). "
+               "Ctrl-C stops.")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        serve.shutdown()
+
+
 @app.command("run")
 def run_main(
     realspeech: Annotated[Optional[str], typer.Option(help="also build a dataset from this real-speech folder")] = None,

@@ -4,10 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages: espeak-ng (the synthetic corpus), postgresql (the tests' MLflow backend store, next to sqlite)
+# Debian packages: espeak-ng (the synthetic corpus), postgresql (the tests' MLflow backend store, next to sqlite),
+# chromium (the browser page's test)
 missing=()
 { command -v espeak-ng >/dev/null 2>&1 && ldconfig -p | grep -q libespeak-ng; } || missing+=(espeak-ng libespeak-ng1)
 { command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || missing+=(postgresql)
+# chromium + its WebDriver: the live page's headless browser test (tests/test_serve_model.py)
+{ command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || missing+=(chromium chromium-driver)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "[setup] installing ${missing[*]} (Debian)"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

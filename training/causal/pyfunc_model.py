@@ -28,14 +28,24 @@ class CausalStreamingModel(PythonModel):
         load_adapter(self.model, adapter, base_sha256=checkpoint_sha256(base))
         self.model.eval()
 
+    @property
+    def chunk_choices(self) -> tuple[int, ...]:
+        """The chunk sizes the adapter was trained for (a random-chunk adapter: several)."""
+        return tuple(int(c) for c in self.meta.get("chunk_ms_choices") or ()) or (int(self.meta["chunk_ms"]),)
+
+    def engine(self, chunk_ms: int | None = None):
+        """A new streaming engine on this model (one per stream: the weights are shared, the state is not)."""
+        from training.streaming.engine import CausalStreamingEngine
+
+        chunk_ms = int(chunk_ms or self.meta["chunk_ms"])
+        return CausalStreamingEngine(self.model, chunk_ms=chunk_ms, tau0_ms=max(int(self.meta["tau0_ms"]), chunk_ms))
+
     def predict(self, context, model_input: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
         from data.audio import load_audio
-        from training.streaming.engine import CausalStreamingEngine
         from training.streaming.events import run_stream
 
         chunk_ms = int((params or {}).get("chunk_ms") or self.meta["chunk_ms"])
-        tau0_ms = max(int(self.meta["tau0_ms"]), chunk_ms)
-        engine = CausalStreamingEngine(self.model, chunk_ms=chunk_ms, tau0_ms=tau0_ms)
+        engine = self.engine(chunk_ms)
         if "audio_path" not in model_input:
             raise ValueError(f"expected a DataFrame with an 'audio_path' column, got columns {list(model_input)}")
         paths = model_input["audio_path"]

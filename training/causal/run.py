@@ -116,8 +116,9 @@ def register_adapter(tracking_uri: str, adapter_dir: str | Path, experiment: str
     from training.weights import checkpoint_sha256
 
     meta = read_adapter_meta(adapter_dir)
-    cfg = FinetuneConfig(model=meta["base_model"], chunk_ms=int(meta["chunk_ms"]), tau0_ms=int(meta["tau0_ms"]),
-                         chunk_ms_choices=tuple(meta.get("chunk_ms_choices") or ()) or None, tracking_uri=tracking_uri)
+    # only what names and registers the model (the training fields are the adapter's own business)
+    cfg = FinetuneConfig.model_construct(model=meta["base_model"], chunk_ms=int(meta["chunk_ms"]),
+                                         chunk_ms_choices=tuple(meta.get("chunk_ms_choices") or ()) or None)
     if meta.get("base_sha256") and meta["base_sha256"] != checkpoint_sha256(cfg.model):
         raise ValueError(f"{adapter_dir}: trained on other {cfg.model} weights than the ones here")
     run_tags = {"whisperline.kind": "causal-lora", "base_model": cfg.model, "base_sha256": checkpoint_sha256(cfg.model),

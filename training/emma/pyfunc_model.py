@@ -22,20 +22,31 @@ class EmmaStreamingModel(PythonModel):
         self.cfg = EmmaConfig.model_validate(meta["config"])
         self.defaults = {"t_emma": self.cfg.t_emma, "max_stall": self.cfg.max_stall, **(context.model_config or {})}
 
+    @property
+    def chunk_choices(self) -> tuple[int, ...]:
+        return (self.cfg.chunk_ms,)  # the policy is trained at one chunk size
+
+    def engine(self, chunk_ms: int | None = None, **params):
+        """A new streaming engine with the policy's read/write decisions (``params``: ``t_emma``, ``max_stall``)."""
+        from training.emma.decoding import emma_decoder
+        from training.streaming.engine import CausalStreamingEngine
+
+        if chunk_ms not in (None, self.cfg.chunk_ms):
+            raise ValueError(f"this policy is trained at {self.cfg.chunk_ms} ms chunks, not {chunk_ms}")
+        chosen = {**self.defaults, **{k: v for k, v in params.items() if v}}
+        return CausalStreamingEngine(self.model, chunk_ms=self.cfg.chunk_ms, tau0_ms=self.cfg.resolved_tau0_ms,
+                                     decoder=emma_decoder(self.policy, float(chosen["t_emma"]),
+                                                          int(chosen["max_stall"]), self.cfg.decision))
+
     def predict(self, context, model_input: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
         from data.audio import load_audio
-        from training.streaming.engine import CausalStreamingEngine
         from training.streaming.events import run_stream
 
         if "audio_path" not in model_input:
             raise ValueError(f"expected a DataFrame with an 'audio_path' column, got columns {list(model_input)}")
         chosen = {**self.defaults, **{k: v for k, v in (params or {}).items() if v}}
         chunk_ms = self.cfg.chunk_ms
-        from training.emma.decoding import emma_decoder
-
-        engine = CausalStreamingEngine(self.model, chunk_ms=chunk_ms, tau0_ms=self.cfg.resolved_tau0_ms,
-                                       decoder=emma_decoder(self.policy, float(chosen["t_emma"]),
-                                                            int(chosen["max_stall"]), self.cfg.decision))
+        engine = self.engine(None, **chosen)
         rows = []
         for path in model_input["audio_path"]:
             record = run_stream(engine, load_audio(str(path)).samples, chunk_ms)

@@ -1,0 +1,409 @@
+"""Live serving under load: how many real-time streams one 2-core machine serves, ours next to WhisperLiveKit's.
+
+Our server (``training.serving.app``: Ray Serve, the tuned tiny.en 300 ms adapter registered in a local MLflow
+registry) and the WhisperLiveKit server (``whisperlivekit-server`` from PyPI, same tiny.en weights, LocalAgreement
+and SimulStreaming backends, ``--pcm-input``) are each driven by the same load generator: N clients, each
+streaming held-out ``test`` utterances one after another in real time (100 ms PCM16 frames sent at their audio
+time, a new connection per utterance), for ``--level-s`` seconds per level N.
+
+Per word (a reference word of the forced alignment that the transcript got right), measured at the client:
+  - ``first``: when the word was first shown (partial or final) − the time its end was spoken (sent);
+  - ``final``: when it was committed (never to change again) − the same.
+A stream *falls behind* when the server cannot keep pace: its final-word latency in the last third of the
+utterances it streamed exceeds the first third's by more than ``BEHIND_MS``, or an utterance's last words come more
+than ``TAIL_MS`` after its audio ended. ``max_realtime_streams``: the largest N at which every stream's ``first``
+p95 is ≤ 1.0 s and no stream falls behind. (The ``final`` latency includes the model's own wait for the end of a
+word plus a margin: ~1.1 s median at 300 ms for our adapter even with one stream, so a 1 s bound on it would
+measure the model, not the serving; both are reported.)
+
+Soak (``--soak-min``): ``--soak-streams`` clients stream with reconnects for that long; the replica's RSS is
+sampled every minute; every error is counted.
+
+Writes ``benchmarks/results/serve_load.json`` / ``.md``.
+Usage: python benchmarks/serve_load.py --adapter DIR [--levels 1,2,4,8,12,16] [--level-s 60] [--peers]
+       [--soak-min 30 --soak-streams 4] [--out outputs/bench-evaluation]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import markdown_table, write_results  # noqa: E402
+
+FRAME_MS = 100
+BEHIND_MS = 1000.0
+TAIL_MS = 3000.0
+FIRST_P95_MS = 1000.0
+
+
+@dataclass
+class Stream:
+    """One utterance over one connection, as the client saw it."""
+
+    utt_id: str
+    audio_ms: float
+    snapshots: list[tuple[float, tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)  # t, committed, tentative
+    done_ms: float | None = None  # last message, ms after the first frame was sent
+    server_delay_ms: list[float] = field(default_factory=list)  # ours: receive − send time of the step's audio
+    error: str | None = None
+
+
+def word_times(snapshots) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """(word, first shown ms) and (word, committed ms) for every word of the final transcript."""
+    if not snapshots:
+        return [], []
+    final_words = list(snapshots[-1][1]) + list(snapshots[-1][2])
+    first, committed = [], []
+    for i, w in enumerate(final_words):
+        shown = [t for t, c, p in snapshots if i < len(c) + len(p) and (list(c) + list(p))[i] == w]
+        fixed = [t for t, c, _ in snapshots if i < len(c) and c[i] == w]
+        end = snapshots[-1][0]
+        first.append((w, shown[0] if shown else end))
+        committed.append((w, fixed[0] if fixed else end))
+    return first, committed
+
+
+async def _send_realtime(ws, pcm: np.ndarray, t0: float) -> None:
+    step = FRAME_MS * 16
+    for i in range(0, len(pcm), step):
+        await asyncio.sleep(max(0.0, t0 + i / 16000 - time.monotonic()))
+        await ws.send(pcm[i : i + step].tobytes())
+
+
+async def stream_ours(url: str, utt, pcm: np.ndarray) -> Stream:
+    import websockets
+
+    s = Stream(utt.utt_id, len(pcm) / 16)
+    committed: list[str] = []
+    tentative: tuple[str, ...] = ()
+    async with websockets.connect(url.replace("http", "ws") + "/ws", max_size=2**22, open_timeout=60) as ws:
+        json.loads(await ws.recv())  # ready
+        t0 = time.monotonic()
+
+        async def send() -> None:
+            await _send_realtime(ws, pcm, t0)
+            await ws.send(json.dumps({"type": "end"}))
+
+        sender = asyncio.create_task(send())
+        async for message in ws:
+            now = (time.monotonic() - t0) * 1000
+            ev = json.loads(message)
+            if ev["type"] == "final":
+                committed[ev["index"]: ev["index"] + len(ev["words"])] = ev["words"]
+                tentative = ()
+            elif ev["type"] == "partial":
+                tentative = tuple(ev["words"])
+            elif ev["type"] == "error":
+                s.error = f"{ev['code']}: {ev['message']}"
+            if ev["type"] in ("final", "partial"):
+                s.server_delay_ms.append(now - ev["end_ms"])
+            s.snapshots.append((now, tuple(committed), tentative))
+            s.done_ms = now
+        await sender
+    return s
+
+
+async def stream_wlk(url: str, utt, pcm: np.ndarray) -> Stream:
+    """WhisperLiveKit's /asr protocol with --pcm-input: raw s16le frames, an empty frame ends the stream, the
+    server answers with the whole state (``lines`` committed, ``buffer_transcription`` tentative) and finally
+    ``ready_to_stop``."""
+    import websockets
+
+    s = Stream(utt.utt_id, len(pcm) / 16)
+    async with websockets.connect(url.replace("http", "ws") + "/asr", max_size=2**22, open_timeout=60) as ws:
+        json.loads(await ws.recv())  # {"type": "config", ...}
+        t0 = time.monotonic()
+
+        async def send() -> None:
+            await _send_realtime(ws, pcm, t0)
+            await ws.send(b"")
+
+        sender = asyncio.create_task(send())
+        async for message in ws:
+            now = (time.monotonic() - t0) * 1000
+            ev = json.loads(message)
+            if ev.get("type") == "ready_to_stop":
+                s.done_ms = now
+                break
+            if ev.get("error"):
+                s.error = str(ev["error"])
+            committed = tuple(" ".join(line["text"] for line in ev.get("lines", []) if line.get("text")).split())
+            s.snapshots.append((now, committed, tuple((ev.get("buffer_transcription") or "").split())))
+            s.done_ms = now
+        await sender
+    return s
+
+
+def _pcm(audio: np.ndarray) -> np.ndarray:
+    return np.clip(np.round(audio * 32767), -32768, 32767).astype("<i2")
+
+
+async def run_level(client, url: str, utterances, n: int, level_s: float) -> list[list[Stream]]:
+    """N clients, each streaming utterances back to back (client k starts k/N of the way through the list)."""
+    deadline = time.monotonic() + level_s
+
+    async def one(k: int) -> list[Stream]:
+        out = []
+        i = k * len(utterances) // n
+        while time.monotonic() < deadline or not out:
+            utt = utterances[i % len(utterances)]
+            try:
+                out.append(await client(url, utt, _pcm(utt.audio)))
+            except Exception as err:  # a refused or dropped connection is a result, not a crash of the benchmark
+                out.append(Stream(utt.utt_id, len(utt.audio) / 16, error=f"{type(err).__name__}: {err}"))
+                await asyncio.sleep(1.0)
+            i += 1
+        return out
+
+    return await asyncio.gather(*(one(k) for k in range(n)))
+
+
+def _pct(values, q: float) -> float | None:
+    return round(float(np.percentile(values, q)), 1) if len(values) else None
+
+
+def level_summary(clients: list[list[Stream]], by_id: dict, cpu: float) -> dict:
+    from training.metrics.emission import word_emission_latencies
+
+    per_stream, all_first, all_final, delays, errors = [], [], [], [], 0
+    for streams in clients:
+        first_lat, final_lat, thirds = [], [], []
+        tails = []
+        for s in streams:
+            if s.error:
+                errors += 1
+                continue
+            first, final = word_times(s.snapshots)
+            ref = by_id[s.utt_id].words
+            a = [w.latency_ms for w in word_emission_latencies(first, ref)]
+            b = [w.latency_ms for w in word_emission_latencies(final, ref)]
+            first_lat += a
+            final_lat += b
+            thirds.append(statistics.median(b) if b else None)
+            if s.done_ms is not None:
+                tails.append(s.done_ms - s.audio_ms)
+            delays += s.server_delay_ms
+        valid = [t for t in thirds if t is not None]
+        k = max(1, len(valid) // 3)
+        drift = (statistics.median(valid[-k:]) - statistics.median(valid[:k])) if len(valid) >= 3 else 0.0
+        behind = drift > BEHIND_MS or any(t > TAIL_MS for t in tails)
+        per_stream.append({"utterances": len(streams), "first_p95_ms": _pct(first_lat, 95),
+                           "final_p95_ms": _pct(final_lat, 95), "final_drift_ms": round(drift, 1),
+                           "tail_max_ms": round(max(tails), 1) if tails else None, "behind": behind})
+        all_first += first_lat
+        all_final += final_lat
+    ok = (not errors and all(p["first_p95_ms"] is not None and p["first_p95_ms"] <= FIRST_P95_MS and not p["behind"]
+                             for p in per_stream))
+    return {"streams": len(clients), "utterances": sum(len(c) for c in clients), "errors": errors,
+            "first_ms": {"p50": _pct(all_first, 50), "p95": _pct(all_first, 95)},
+            "final_ms": {"p50": _pct(all_final, 50), "p95": _pct(all_final, 95)},
+            "server_delay_ms": {"p50": _pct(delays, 50), "p95": _pct(delays, 95)} if delays else None,
+            "cpu_percent": round(cpu, 1), "realtime_ok": ok, "per_stream": per_stream}
+
+
+def _cpu_times() -> tuple[float, float]:
+    fields = [float(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+
+
+def sweep(name: str, client, url: str, utterances, levels, level_s: float) -> dict:
+    by_id = {u.utt_id: u for u in utterances}
+    rows = []
+    for n in levels:
+        t_total, t_idle = _cpu_times()
+        clients = asyncio.run(run_level(client, url, utterances, n, level_s))
+        t_total2, t_idle2 = _cpu_times()
+        cpu = 100.0 * (1 - (t_idle2 - t_idle) / max(1e-9, t_total2 - t_total))
+        row = {"n": n, **level_summary(clients, by_id, cpu)}
+        rows.append(row)
+        print(f"{name} N={n}: first p50/p95 {row['first_ms']} final {row['final_ms']} cpu {row['cpu_percent']} % "
+              f"errors {row['errors']} ok={row['realtime_ok']}", flush=True)
+        if not row["realtime_ok"] and n > 1 and not rows[-2]["realtime_ok"]:
+            break  # two failing levels in a row: more streams will not pass
+    passing = [r["n"] for r in rows if r["realtime_ok"]]
+    return {"system": name, "levels": rows, "max_realtime_streams": max(passing) if passing else 0}
+
+
+# ------------------------------------------------------------------------- servers
+def start_ours(adapter: str, out: Path, port: int, args) -> tuple[str, dict]:
+    import ray
+
+    from training.causal.run import register_adapter
+    from training.serving.app import ServeSettings, run
+    from training.tracking import client
+
+    uri = f"sqlite:///{out / 'serve-load-mlflow.db'}"
+    name, version = register_adapter(uri, adapter, "serve-load")
+    client(uri).set_registered_model_alias(name, "serve-load", version)
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    settings = ServeSettings(tracking_uri=uri, registered_model=name, alias="serve-load", max_streams=args.max_streams,
+                             compute_threads=args.compute_threads, torch_threads=1, poll_s=30.0)
+    url = run(settings, port, num_cpus=os.cpu_count())
+    return url, {"registered_model": name, "version": version, "settings": {
+        k: v for k, v in settings.__dict__.items() if k != "tracking_uri"}}
+
+
+def start_wlk(policy: str, port: int, log: Path) -> tuple[str, subprocess.Popen]:
+    from training.evaluation.peers import _ct2_dir, _decoder_checkpoint
+
+    exe = Path(sys.executable).parent / "whisperlivekit-server"
+    cmd = [str(exe), "--host", "127.0.0.1", "--port", str(port), "--backend", "faster-whisper",
+           "--backend-policy", policy, "--model_dir", str(_ct2_dir("tiny.en")), "--lan", "en", "--pcm-input",
+           "--min-chunk-size", "0.3", "--warmup-file", "", "--no-vac"]
+    if policy == "simulstreaming":
+        cmd += ["--model-path", str(_decoder_checkpoint("tiny.en"))]
+    proc = subprocess.Popen(cmd, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(os.cpu_count())})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"whisperlivekit-server exited ({proc.returncode}): {log.read_text()[-2000:]}")
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=5)
+            return url, proc
+        except OSError:
+            time.sleep(1)
+    proc.kill()
+    raise RuntimeError(f"whisperlivekit-server did not answer: {log.read_text()[-2000:]}")
+
+
+def soak(url: str, utterances, n: int, minutes: float) -> dict:
+    """``n`` clients with reconnects for ``minutes``; the replica's RSS every minute."""
+
+    def health() -> dict:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=10) as r:
+            return json.loads(r.read())
+
+    samples = [{"t_min": 0.0, "rss_mb": health()["rss_mb"]}]
+    started = time.monotonic()
+    results: list[list[Stream]] = [[] for _ in range(n)]
+
+    async def main() -> None:
+        deadline = started + minutes * 60
+
+        async def sampler() -> None:
+            while time.monotonic() < deadline:
+                await asyncio.sleep(60)
+                h = await asyncio.to_thread(health)
+                samples.append({"t_min": round((time.monotonic() - started) / 60, 2), "rss_mb": h["rss_mb"]})
+
+        async def client(k: int) -> None:
+            i = k * 7
+            while time.monotonic() < deadline:
+                utt = utterances[i % len(utterances)]
+                try:
+                    results[k].append(await stream_ours(url, utt, _pcm(utt.audio)))
+                except Exception as err:
+                    results[k].append(Stream(utt.utt_id, 0, error=f"{type(err).__name__}: {err}"))
+                i += 1
+
+        await asyncio.gather(sampler(), *(client(k) for k in range(n)))
+
+    asyncio.run(main())
+    streams = [s for r in results for s in r]
+    errors = [s.error for s in streams if s.error]
+    return {"minutes": minutes, "streams": n, "utterances": len(streams), "errors": len(errors),
+            "error_examples": errors[:5], "rss_mb": samples, "rss_start_mb": samples[0]["rss_mb"],
+            "rss_end_mb": samples[-1]["rss_mb"], "audio_h": round(sum(s.audio_ms for s in streams) / 3.6e6, 3)}
+
+
+def table(result: dict) -> str:
+    lines = [f"Held-out test split: {result['test_set']['n_utterances']} utterances, streamed in real time in "
+             f"{FRAME_MS} ms PCM16 frames; {result['level_s']} s per level; {result['machine_cpus']} CPUs.", ""]
+    header = ["system", "N", "first p50 / p95 ms", "final p50 / p95 ms", "server delay p50 / p95 ms", "CPU %",
+              "errors", "real time"]
+    rows = []
+    for sys_ in result["systems"]:
+        for r in sys_["levels"]:
+            d = r["server_delay_ms"]
+            rows.append([sys_["system"], r["n"], f"{r['first_ms']['p50']} / {r['first_ms']['p95']}",
+                         f"{r['final_ms']['p50']} / {r['final_ms']['p95']}",
+                         f"{d['p50']} / {d['p95']}" if d else "–", r["cpu_percent"], r["errors"],
+                         "yes" if r["realtime_ok"] else "no"])
+    lines.append(markdown_table(header, rows))
+    lines += ["", "## max_realtime_streams", ""]
+    lines += [f"- {s['system']}: {s['max_realtime_streams']}" for s in result["systems"]]
+    if result.get("soak"):
+        s = result["soak"]
+        lines += ["", "## Soak", "", f"{s['minutes']} min, {s['streams']} streams with reconnects, {s['utterances']} "
+                  f"utterances ({s['audio_h']} h of audio): {s['errors']} errors; replica RSS {s['rss_start_mb']} → "
+                  f"{s['rss_end_mb']} MB."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--adapter", required=True, help="the tuned tiny.en 300 ms adapter")
+    parser.add_argument("--out", default="outputs/bench-evaluation", help="where benchmarks/evaluation.py built data")
+    parser.add_argument("--levels", default="1,2,4,8,12,16")
+    parser.add_argument("--level-s", type=float, default=60.0)
+    parser.add_argument("--max-streams", type=int, default=32)
+    parser.add_argument("--compute-threads", type=int, default=2)
+    parser.add_argument("--peers", action="store_true", help="also whisperlivekit-server (LocalAgreement, Simul)")
+    parser.add_argument("--peer-levels", default="1,2,4")
+    parser.add_argument("--soak-min", type=float, default=0.0)
+    parser.add_argument("--soak-streams", type=int, default=4)
+    parser.add_argument("--port", type=int, default=8765)
+    args = parser.parse_args()
+
+    from benchmarks.common import realspeech_path
+    from benchmarks.evaluation import build_datasets
+    from tasks.runtime import prefect_api
+    from training.evaluation.sets import describe, load_split
+
+    started = time.perf_counter()
+    out = Path(args.out).resolve()
+    os.environ.setdefault("PREFECT_HOME", str(out / ".prefect"))
+    roots = [realspeech_path(None), realspeech_path(None).parent / "realspeech-more"]
+    with prefect_api():
+        _, real = build_datasets(out, 240, [r for r in roots if r.is_dir()])
+    test = load_split(real, ["test"])
+    levels = [int(x) for x in args.levels.split(",")]
+    result: dict = {"test_set": describe(real, ["test"], test), "level_s": args.level_s, "machine_cpus": os.cpu_count(),
+                    "frame_ms": FRAME_MS, "criteria": {"first_p95_ms": FIRST_P95_MS, "behind_drift_ms": BEHIND_MS,
+                                                       "tail_ms": TAIL_MS}}
+    url, served = start_ours(args.adapter, out, args.port, args)
+    result["served"] = served
+    systems = [sweep("whisperline (Ray Serve) tuned 300 ms", stream_ours, url, test, levels, args.level_s)]
+    if args.soak_min:
+        result["soak"] = soak(url, test, args.soak_streams, args.soak_min)
+    from ray import serve
+
+    serve.shutdown()
+    if args.peers:
+        for policy in ("localagreement", "simulstreaming"):
+            port = args.port + 1
+            wlk_url, proc = start_wlk(policy, port, out / f"wlk-{policy}.log")
+            try:
+                systems.append(sweep(f"whisperlivekit-server {policy} 0.3 s", stream_wlk, wlk_url, test,
+                                     [int(x) for x in args.peer_levels.split(",")], args.level_s))
+            finally:
+                proc.terminate()
+                proc.wait(30)
+    result["systems"] = systems
+    result["max_realtime_streams"] = systems[0]["max_realtime_streams"]
+    for s in systems[1:]:
+        key = "la" if "localagreement" in s["system"] else "simul"
+        result[f"max_realtime_streams_whisperlivekit_{key}"] = s["max_realtime_streams"]
+    result["wall_s"] = round(time.perf_counter() - started, 1)
+    result["command"] = " ".join(["python", *sys.argv])
+    write_results("serve_load", result, table(result))
+
+
+if __name__ == "__main__":
+    main()

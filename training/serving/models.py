@@ -1,0 +1,106 @@
+"""What a server serves: the MLflow registry version behind an alias, loaded once per replica.
+
+The version's own pyfunc model (``training.causal.pyfunc_model`` or ``training.emma.pyfunc_model``) does the loading
+(artifacts, base weights checked against the recorded sha256), so a served model is exactly what the registry
+promoted; the server then asks it for one engine per stream (``engine(chunk_ms)``). For speed the loaded weights
+are then made inference-only: the LoRA adapter merged into them and the Linear layers lowered to ``precision``
+(``training.streaming.quantize``; bf16 by default: 0.67 % of the words differ from fp32 on train + dev at 300 ms,
+1.6× faster — benchmarks/results/streaming.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+
+class ModelNotFound(LookupError):
+    """No registered version behind the alias (or no such registered model)."""
+
+
+@dataclass(frozen=True)
+class ServedVersion:
+    registered_model: str
+    version: str
+    alias: str
+    run_id: str | None
+    base_model: str | None
+    base_sha256: str | None
+    dataset_versions: str | None
+    kind: str  # "causal" (stability rule) or "emma" (read/write policy)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def resolve(tracking_uri: str, registered_model: str, alias: str) -> ServedVersion:
+    """The version behind ``alias`` now, with what it was trained from (its run's tags)."""
+    from training.tracking import client
+
+    c = client(tracking_uri)
+    try:
+        mv = c.get_model_version_by_alias(registered_model, alias)
+    except Exception as err:  # MLflow raises RestException / MlflowException for both unknown name and alias
+        raise ModelNotFound(f"no version of {registered_model!r} has the alias {alias!r} in {tracking_uri} "
+                            f"({type(err).__name__}: {str(err)[:200]})") from err
+    tags = c.get_run(mv.run_id).data.tags if mv.run_id else {}
+    kind = "emma" if tags.get("whisperline.kind", "").startswith("emma") or "t_emma" in tags else "causal"
+    return ServedVersion(registered_model, str(mv.version), alias, mv.run_id, tags.get("base_model"),
+                         tags.get("base_sha256"), tags.get("dataset_versions"), kind)
+
+
+class ServedModel:
+    """One loaded registry version: engines for streams, whole-file transcription for the HTTP endpoint."""
+
+    def __init__(self, version: ServedVersion, python_model: Any, precision: str | None) -> None:
+        self.version = version
+        self.python_model = python_model
+        self.precision = precision
+        self.chunk_choices: tuple[int, ...] = tuple(python_model.chunk_choices)
+        self.default_chunk_ms = self.chunk_choices[-1] if version.kind == "emma" else int(
+            getattr(python_model, "meta", {}).get("chunk_ms", self.chunk_choices[-1]))
+        self._lock = threading.Lock()  # engines are built from shared weights: never while they change
+
+    def engine(self, chunk_ms: int | None = None):
+        with self._lock:
+            return self.python_model.engine(chunk_ms or self.default_chunk_ms)
+
+    def transcribe(self, samples: np.ndarray, chunk_ms: int | None = None) -> dict[str, Any]:
+        """The whole audio streamed through a fresh engine, as a live stream would be (what the pyfunc's
+        ``predict`` does for a file, and past 30 s too: in segments)."""
+        from training.serving.session import StreamSession
+
+        session = StreamSession(self.engine(chunk_ms))
+        session.push(samples)
+        session.finish()
+        return {**session.summary(), "type": "transcript", "version": self.version.as_dict()}
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.version.as_dict(), "precision": self.precision, "chunk_ms": self.default_chunk_ms,
+                "chunk_ms_choices": list(self.chunk_choices)}
+
+
+def load(tracking_uri: str, version: ServedVersion, precision: str | None = "bf16-all") -> ServedModel:
+    """Load ``version`` through its own pyfunc model, then make its weights inference-only at ``precision``."""
+    import mlflow
+
+    from training.lora import merge_adapter
+
+    mlflow.set_tracking_uri(tracking_uri)
+    mlflow.set_registry_uri(tracking_uri)
+    pyfunc = mlflow.pyfunc.load_model(f"models:/{version.registered_model}/{version.version}")
+    python_model = pyfunc.unwrap_python_model()
+    model = python_model.model
+    merge_adapter(model)  # no-op where the pyfunc already merged (EMMA's load_tuned)
+    if precision:
+        from training.streaming.quantize import lower_precision
+
+        lower_precision(model, precision)
+    model.eval()
+    return ServedModel(version, python_model, precision)
+
+
+__all__ = ["ModelNotFound", "ServedModel", "ServedVersion", "load", "resolve"]
