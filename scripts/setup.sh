@@ -41,7 +41,9 @@ if [ ! -f "$stamp" ]; then
   # scorers import.
   install --no-deps "simuleval==1.1.4" "TextGrid==1.6.1"
   # the real streaming peers (pyproject extra "peers"), without whisperlivekit's server/torchaudio dependencies
-  install --no-deps "whisperlivekit==0.2.26" "librosa==0.11.0" "lazy-loader==0.6" "pooch==1.9.0" "decorator==5.3.1"
+  # (+ python-multipart: whisperlivekit-server's form route, for the serving benchmark's side-by-side run)
+  install --no-deps "whisperlivekit==0.2.26" "librosa==0.11.0" "lazy-loader==0.6" "pooch==1.9.0" "decorator==5.3.1" \
+    "python-multipart==0.0.20"
   install "sacrebleu==2.6.0"
   rm -f .venv/.installed-*
   touch "$stamp"
