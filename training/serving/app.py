@@ -79,12 +79,15 @@ class Recognizer:
         self.executor = ThreadPoolExecutor(settings.compute_threads, thread_name_prefix="stream-step")
         self.current = load(settings.tracking_uri, resolve(settings.tracking_uri, settings.registered_model,
                                                            settings.alias), settings.precision)
-        self.live = 0
-        self.live_by_version: dict[str, int] = {}
+        self.live_by_version: dict[str, int] = {}  # open streams per version (their sum: the replica's load)
         self.swaps: list[dict[str, Any]] = []
         self.watch_error: str | None = None
         self._stop = threading.Event()
         threading.Thread(target=self._watch, name="alias-watcher", daemon=True).start()
+
+    @property
+    def live(self) -> int:
+        return sum(self.live_by_version.values())
 
     # ------------------------------------------------------------------ hot swap
     def _watch(self) -> None:
@@ -165,12 +168,10 @@ class Recognizer:
             return
         model = self.current  # this stream's model to its end, whatever the alias does meanwhile
         key = model.version.version
-        self.live += 1
         self.live_by_version[key] = self.live_by_version.get(key, 0) + 1
         try:
             await self._serve(ws, model)
         finally:
-            self.live -= 1
             self.live_by_version[key] -= 1
             if not self.live_by_version[key]:
                 del self.live_by_version[key]
