@@ -26,6 +26,10 @@ class DatasetConfig(BaseModel):
     min_duration_s: float = Field(0.2, ge=0)
     # Whisper sees at most 30 s; longer clips would be truncated silently by pad_or_trim.
     max_duration_s: float = Field(30.0, gt=0, le=30.0)
+    # Long-form recordings (meetings, audiobook chapters) with one transcript are aligned whole and cut at aligned
+    # pauses into utterances of at most max_duration_s; off, they are rejected (`too_long`) as before.
+    long_form: bool = True
+    max_recording_s: float = Field(4 * 3600.0, gt=0, description="longest long-form recording accepted")
     # "auto": by speaker within a corpus that has several known speakers, by utterance within a single-speaker
     # corpus (LJSpeech) or one whose speakers are unknown (a speaker split of one speaker holds nothing out).
     split_by: Literal["auto", "speaker", "utterance"] = "auto"
@@ -61,3 +65,25 @@ def load_dataset_config(path: str | None = None, **overrides: object) -> Dataset
         values.update(loaded.get("dataset", loaded))
     values.update({k: v for k, v in overrides.items() if v is not None})
     return DatasetConfig(**values)
+
+
+class BuildRuntime(BaseModel):
+    """Where a build runs. Not part of the dataset's identity: the same inputs and config give the same bytes on a
+    laptop's process pool and on a Ray cluster, so none of this enters the version id."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ray_address: str | None = Field(None, description="auto | ray://host:10001 | local; None: a process pool")
+    workers: int | None = Field(None, ge=1, description="processes (or Ray actors) for the batches")
+
+
+def load_build_runtime(path: str | None = None, **overrides: object) -> BuildRuntime:
+    """The profile's `build:` section, with keyword overrides (the CLI's flags)."""
+    values: dict[str, object] = {}
+    if path:
+        import yaml
+
+        with open(path, encoding="utf-8") as fh:
+            values.update((yaml.safe_load(fh) or {}).get("build") or {})
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return BuildRuntime(**values)

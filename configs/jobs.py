@@ -48,7 +48,12 @@ class JobConfig(BaseModel):
                               ).hexdigest()
 
     def resolved_paths(self):
-        """Dataset paths made absolute (Ray workers run in their own working directories)."""
-        return self.model_copy(update={"datasets": tuple(str(Path(d).resolve()) for d in self.datasets),
-                                       "validation_datasets": tuple(str(Path(d).resolve())
-                                                                    for d in self.validation_datasets)})
+        """Dataset paths made absolute (Ray workers run in their own working directories); URLs (``s3://…``) are
+        left as they are."""
+        from data import fs
+
+        def resolved(d: str) -> str:
+            return str(d) if fs.is_remote(str(d)) else str(Path(d).resolve())
+
+        return self.model_copy(update={"datasets": tuple(resolved(d) for d in self.datasets),
+                                       "validation_datasets": tuple(resolved(d) for d in self.validation_datasets)})

@@ -1,77 +1,99 @@
-"""Last stage: shards + manifest.parquet + rejects.parquet + dataset.json, published atomically.
+"""Last stage: shards + manifest.parquet + rejects.parquet + dataset.json, published atomically, streamed.
 
-Everything is written into a temporary sibling folder (hidden: dot-prefixed) and renamed into place at the end, so
-a version folder either is complete or does not exist: a killed build leaves no half dataset, only a hidden folder
-that the next build of that name removes. Concurrent builds of the same version (two pipelines on one dataset
-root) publish under a file lock: the first complete one wins, the others' identical copies are dropped.
+The batches' Parquet parts (data/parts.py) are read back one at a time in batch order — the build order, sorted by
+(split, key) before batching — so shards and the manifest are written while reading, and the driver's memory does
+not grow with the corpus (only the rejects, a small minority, are collected to be sorted). The bytes depend only
+on the parts and the config, never on which runner (process pool or Ray) built them.
+
+Publishing is atomic. On a local disk everything is written into a hidden sibling folder and renamed into place
+under a file lock: a version folder is complete or absent; a killed build leaves a hidden folder that the next build
+removes; of two concurrent builds of one version the first wins. Object storage has no rename: the files are
+written under a hidden temporary prefix, copied server-side into the version prefix, and `dataset.json` — the
+marker — is written last with one PUT. A version exists only when its marker does.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
-from collections import Counter, defaultdict
-from collections.abc import Sequence
+import tempfile
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from filelock import FileLock
 
 from configs.dataset import DatasetConfig
+from data import fs
 from data.chaos import kill_point
-from data.corpus import sample_key
-from data.manifest import MANIFEST_SCHEMA, REJECTS_SCHEMA, write_table
-from data.records import Aligned, Reject
-from data.shards import ShardSample, canonical_json, write_split
-from data.splits import assign_split, split_groups
+from data.manifest import MANIFEST_SCHEMA, REJECTS_SCHEMA
+from data.parts import part_paths, read_part, reject_row
+from data.records import Reject
+from data.shards import ShardSample, ShardWriter
 from data.store import WorkStore
-from data.tokens import token_end_times, tokenizer_id, word_tokens
+from data.tokens import tokenizer_id
 from data.types import SAMPLE_RATE
+
+MANIFEST_ROW_GROUP = 4096  # fixed, so the file does not depend on the batch size
 
 
 class CountMismatch(AssertionError):
     pass
 
 
-def assemble(version_dir: Path, aligned: Sequence[Aligned], rejects: Sequence[Reject], n_inputs: int,
+def assemble(version_dir: str | Path, part_keys: Sequence[str], scan_rejects: Sequence[Reject], n_inputs: int,
              cfg: DatasetConfig, store: WorkStore, *, version_id: str, aligner_version: str,
              code_version: str) -> dict:
-    """Write the dataset version; returns the dataset.json content."""
-    if n_inputs != len(aligned) + len(rejects):
-        raise CountMismatch(f"inputs {n_inputs} != accepted {len(aligned)} + rejected {len(rejects)}")
-    tmp = version_dir.with_name(f".{version_dir.name}.tmp-{os.getpid()}")
-    remove_stale_tmp(version_dir.parent)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    """Write the dataset version from the batches' parts (in build order); returns the dataset.json content."""
+    version_dir = str(version_dir)
+    remote = fs.is_remote(version_dir)
+    parent, name = version_dir.rstrip("/").rsplit("/", 1)
+    tmp = fs.join(parent, f".{name}.tmp-{uuid.uuid4().hex[:8] if remote else os.getpid()}")
+    if not remote:
+        remove_stale_tmp(Path(parent))
+    fs.rm_tree(tmp)
+    fs.ensure_dir(tmp)
     tokenizer = tokenizer_id(cfg.tokenizer)
 
-    by_split: dict[str, list[tuple[str, Aligned]]] = defaultdict(list)
-    items = [a.prepared.scanned.item for a in aligned]
-    for a, item, group in zip(aligned, items, split_groups(items, cfg.split_by), strict=True):
-        by_split[assign_split(group, cfg.splits, cfg.split_salt)].append((sample_key(item.utt_id), a))
-
-    rows: list[dict] = []
-    shards = []
-    for split in sorted(by_split):
-        members = sorted(by_split[split], key=lambda kv: kv[0])
-        samples = []
-        for offset, (key, a) in enumerate(members):
-            row = _row(a, key, split, cfg, tokenizer, aligner_version)
-            row["shard"] = f"shards/{split}-{offset // cfg.shard_size:06d}.tar"
-            row["offset"] = offset % cfg.shard_size
-            rows.append(row)
-            meta = {k: row[k] for k in ("id", "speaker", "transcript", "normalized_transcript", "words", "token_ids",
-                                        "token_end_ms", "duration_ms", "tokenizer", "aligner_version", "split")}
-            samples.append(ShardSample(key, store.get_blob("audio", a.prepared.audio_sha256, "." + cfg.audio_format),
-                                       cfg.audio_format, meta))
-        shards += write_split(tmp, split, samples, cfg.shard_size)
+    rejects = [reject_row(r) for r in scan_rejects]
+    counts: Counter = Counter()
+    per_split: Counter = Counter()
+    recordings: set[str] = set()
+    segmented: set[str] = set()
+    audio_ms = 0
+    writer = ShardWriter(tmp, cfg.shard_size)
+    with tempfile.TemporaryDirectory(prefix="whisperline-manifest-") as spool:
+        manifest_path = os.path.join(spool, "manifest.parquet")
+        with _RowGroups(manifest_path, MANIFEST_SCHEMA) as manifest:
+            for key in part_keys:
+                rows_path, rejects_path = part_paths(store, key)
+                rejects += read_part(rejects_path)
+                for row in read_part(rows_path):
+                    if row["split"] != writer.split:
+                        if writer.split is not None:
+                            kill_point("assemble.split_written")
+                        writer.start_split(row["split"])
+                    shard, offset = writer.add(ShardSample(
+                        row["key"], store.get_blob("audio", row["audio_sha256"], "." + cfg.audio_format),
+                        cfg.audio_format, {k: row[k] for k in _SHARD_META}))
+                    manifest.add({**row, "shard": shard, "offset": offset})
+                    per_split[row["split"]] += 1
+                    audio_ms += row["duration_ms"]
+                    if row["recording_id"] != row["id"]:
+                        segmented.add(row["recording_id"])
+                    recordings.add(row["recording_id"])
+            shards = writer.close()
         kill_point("assemble.split_written")
-
-    write_table(tmp / "manifest.parquet", rows, MANIFEST_SCHEMA)
-    reject_rows = [{"id": r.utt_id, "source_path": r.source_path, "source_sha256": r.source_sha256, "stage": r.stage,
-                    "reason": r.reason, "detail": r.detail} for r in sorted(rejects, key=lambda r: (r.utt_id, r.stage))]
-    write_table(tmp / "rejects.parquet", reject_rows, REJECTS_SCHEMA)
+        fs.put_file(manifest_path, fs.join(tmp, "manifest.parquet"))
+    counts.update(accepted=len(recordings), rejected=len(rejects))
+    if n_inputs != counts["accepted"] + counts["rejected"]:
+        raise CountMismatch(f"inputs {n_inputs} != accepted {counts['accepted']} + rejected {counts['rejected']}")
+    rejects.sort(key=lambda r: (r["id"], r["stage"]))
+    _write_table(fs.join(tmp, "rejects.parquet"), rejects, REJECTS_SCHEMA)
 
     info = {
         "version_id": version_id,
@@ -84,29 +106,91 @@ def assemble(version_dir: Path, aligned: Sequence[Aligned], rejects: Sequence[Re
         "sample_rate": SAMPLE_RATE,
         "counts": {
             "inputs": n_inputs,
-            "accepted": len(aligned),
-            "rejected": len(rejects),
-            "per_split": {s: len(v) for s, v in sorted(by_split.items())},
-            "rejects_by_reason": dict(sorted(Counter(r.reason for r in rejects).items())),
-            "audio_ms": sum(r["duration_ms"] for r in rows),
+            "accepted": counts["accepted"],
+            "rejected": counts["rejected"],
+            "utterances": sum(per_split.values()),
+            "segmented_recordings": len(segmented),
+            "per_split": dict(sorted(per_split.items())),
+            "rejects_by_reason": dict(sorted(Counter(r["reason"] for r in rejects).items())),
+            "audio_ms": audio_ms,
         },
         "shards": [{"name": s.name, "split": s.split, "samples": s.samples, "sha256": s.sha256, "bytes": s.bytes}
                    for s in shards],
-        "files": {name: _sha256(tmp / name) for name in ("manifest.parquet", "rejects.parquet")},
+        "files": {name: {"sha256": fs.sha256(fs.join(tmp, name)), "bytes": fs.size(fs.join(tmp, name))}
+                  for name in ("manifest.parquet", "rejects.parquet")},
     }
-    (tmp / "dataset.json").write_bytes(json.dumps(info, indent=2, sort_keys=True).encode() + b"\n")
+    marker = json.dumps(info, indent=2, sort_keys=True).encode() + b"\n"
     kill_point("assemble.before_publish")
-    with FileLock(str(version_dir.with_name(f".{version_dir.name}.lock"))):
-        if version_dir.exists() and verify_version(version_dir) is not None:
-            shutil.rmtree(tmp)  # a concurrent build of the same version finished first: identical by construction
-        else:
-            shutil.rmtree(version_dir, ignore_errors=True)  # tampered: replace it
-            os.replace(tmp, version_dir)
+    (_publish_remote if remote else _publish_local)(tmp, version_dir, marker)
     return info
 
 
+_SHARD_META = ("id", "speaker", "transcript", "normalized_transcript", "words", "token_ids", "token_end_ms",
+               "duration_ms", "tokenizer", "aligner_version", "split")
+
+
+class _RowGroups:
+    """A Parquet file written in fixed-size row groups while rows stream in."""
+
+    def __init__(self, path: str, schema: pa.Schema) -> None:
+        self.path, self.schema, self.rows = path, schema, []
+        self.writer: pq.ParquetWriter | None = None
+
+    def __enter__(self) -> "_RowGroups":
+        self.writer = pq.ParquetWriter(self.path, self.schema, compression="zstd", write_statistics=True)
+        return self
+
+    def add(self, row: dict) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= MANIFEST_ROW_GROUP:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.rows:
+            self.writer.write_table(pa.Table.from_pylist(self.rows, schema=self.schema))
+            self.rows = []
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self._flush()
+        self.writer.close()
+
+
+def _write_table(path: str, rows: Iterable[dict], schema: pa.Schema) -> None:
+    with tempfile.TemporaryDirectory(prefix="whisperline-table-") as spool:
+        local = os.path.join(spool, "t.parquet")
+        with _RowGroups(local, schema) as table:
+            for row in rows:
+                table.add(row)
+        fs.put_file(local, path)
+
+
+def _publish_local(tmp: str, version_dir: str, marker: bytes) -> None:
+    fs.write_bytes(fs.join(tmp, "dataset.json"), marker)
+    target = Path(version_dir)
+    with FileLock(str(target.with_name(f".{target.name}.lock"))):
+        if target.exists() and verify_version(version_dir) is not None:
+            shutil.rmtree(tmp)  # a concurrent build of the same version finished first: identical by construction
+        else:
+            shutil.rmtree(target, ignore_errors=True)  # tampered or incomplete: replace it
+            os.replace(tmp, target)
+
+
+def _publish_remote(tmp: str, version_dir: str, marker: bytes) -> None:
+    try:
+        if verify_version(version_dir) is None:  # else a concurrent build published the same bytes first
+            marker_path = fs.join(version_dir, "dataset.json")
+            if fs.exists(marker_path):
+                fs.rm(marker_path)  # withdraw a tampered version before its objects are replaced
+            fs.copy_tree(tmp, version_dir)  # server-side copies; nothing is visible until the marker exists
+            fs.write_bytes(marker_path, marker)  # the publish: one PUT
+    finally:
+        fs.rm_tree(tmp)
+
+
 def remove_stale_tmp(name_dir: Path) -> list[Path]:
-    """Remove the hidden work folders of builds whose process is gone (killed mid-assemble) on this host."""
+    """Remove the hidden work folders of builds whose process is gone (killed mid-assemble) on this host.
+    (On object storage the hidden `.tmp-` prefixes of killed builds are left to a bucket lifecycle rule.)"""
     removed = []
     for tmp in name_dir.glob(".*.tmp-*") if name_dir.exists() else ():
         try:
@@ -119,41 +203,25 @@ def remove_stale_tmp(name_dir: Path) -> list[Path]:
     return removed
 
 
-def _row(a: Aligned, key: str, split: str, cfg: DatasetConfig, tokenizer: str, aligner_version: str) -> dict:
-    p = a.prepared
-    item = p.scanned.item
-    tokens = word_tokens(cfg.tokenizer, [w.text for w in p.words])
-    return {
-        "id": item.utt_id, "key": key, "speaker": item.speaker, "corpus": item.corpus,
-        "source_path": item.audio_path, "source_sha256": p.scanned.source_sha256,
-        "source_start_ms": int(round(item.start_s * 1000)), "audio_sha256": p.audio_sha256,
-        "duration_ms": p.duration_ms, "sample_rate": SAMPLE_RATE, "orig_sample_rate": p.orig_sample_rate,
-        "orig_channels": p.orig_channels, "notes": list(p.notes), "transcript": item.transcript,
-        "normalized_transcript": " ".join(w.norm for w in p.words),
-        "words": [{"word": s.word, "start_ms": s.start_ms, "end_ms": s.end_ms} for s in a.spans],
-        "token_ids": [t for ts in tokens for t in ts],
-        "token_end_ms": token_end_times(tokens, a.spans, cfg.tokenizer),
-        "tokenizer": tokenizer, "aligner": cfg.aligner, "aligner_version": aligner_version, "split": split,
-    }
+def verify_version(version_dir: str | Path, *, deep: bool | None = None) -> dict | None:
+    """dataset.json of a complete, untampered version, else None (then it is rebuilt).
 
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def verify_version(version_dir: Path) -> dict | None:
-    """dataset.json of a complete, untampered version folder, else None (then it is rebuilt)."""
-    meta_path = version_dir / "dataset.json"
-    if not meta_path.exists():
-        return None
+    ``deep`` (default: on local disks) re-hashes every file; on object storage the default checks that every
+    listed object exists with its size — objects are immutable once written, and re-reading a corpus-scale
+    dataset to decide whether to skip its build would cost more than the build."""
+    version_dir = str(version_dir)
+    deep = not fs.is_remote(version_dir) if deep is None else deep
+    marker = fs.join(version_dir, "dataset.json")
     try:
-        info = json.loads(meta_path.read_text())
-        for shard in info["shards"]:
-            if _sha256(version_dir / shard["name"]) != shard["sha256"]:
+        if not fs.exists(marker):
+            return None
+        info = json.loads(fs.read_bytes(marker))
+        listed = [(s["name"], s["sha256"], s["bytes"]) for s in info["shards"]]
+        listed += [(n, f["sha256"], f["bytes"]) for n, f in info["files"].items()]
+        for name, digest, size in listed:
+            path = fs.join(version_dir, name)
+            if (fs.sha256(path) != digest) if deep else (fs.size(path) != size):
                 return None
-        for name, digest in info["files"].items():
-            if _sha256(version_dir / name) != digest:
-                return None
-    except (OSError, KeyError, ValueError):
+    except (OSError, KeyError, ValueError, TypeError):
         return None
     return info

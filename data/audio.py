@@ -2,6 +2,8 @@
 
 Fixable problems (other sample rates, several channels) are fixed and recorded in `notes`;
 unfixable ones raise `AudioReject` (unreadable, empty, silent, NaN/Inf, too short, too long).
+Audio paths may be ``s3://…`` URLs (data/fs.py): read through a seekable fsspec file, fetched in ranges, so a long
+recording is not downloaded whole to read its header or one segment.
 """
 
 from __future__ import annotations
@@ -14,8 +16,19 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from data.store import file_sha256  # noqa: F401  (re-exported: the scan stage hashes inputs through here)
+from data import fs
+from data.store import file_sha256 as _local_file_sha256
 from data.types import SAMPLE_RATE
+
+# Range size of S3 reads while decoding: a header read fetches one block, a segment read about its own length.
+_REMOTE_BLOCK = 4 << 20
+
+
+def file_sha256(path: str | Path, block: int = 1 << 20) -> str:
+    """Hex SHA-256 of an audio file's bytes (local path or URL); the scan stage hashes inputs through here."""
+    if fs.is_remote(str(path)):
+        return fs.sha256(str(path))
+    return _local_file_sha256(path, block)
 
 
 class AudioReject(Exception):
@@ -39,9 +52,24 @@ class LoadedAudio:
 
 def load_audio(path: str | Path, *, start_s: float = 0.0, duration_s: float | None = None,
                min_duration_s: float = 0.0, max_duration_s: float = 30.0) -> LoadedAudio:
-    """Read (a segment of) an audio file as 16 kHz mono float32, or raise AudioReject."""
+    """Read (a segment of) an audio file (a local path or a URL) as 16 kHz mono float32, or raise AudioReject."""
+    if fs.is_remote(str(path)):
+        try:
+            fh = fs.open_read(str(path), block_size=_REMOTE_BLOCK)
+        except Exception as err:  # missing object, no access
+            raise AudioReject("unreadable_audio", f"{type(err).__name__}: {err}") from None
+        with fh:
+            return _load(fh, start_s=start_s, duration_s=duration_s, min_duration_s=min_duration_s,
+                         max_duration_s=max_duration_s)
+    return _load(str(path), start_s=start_s, duration_s=duration_s, min_duration_s=min_duration_s,
+                 max_duration_s=max_duration_s)
+
+
+def _load(source, *, start_s: float, duration_s: float | None, min_duration_s: float,
+          max_duration_s: float) -> LoadedAudio:
+    """``source``: a file name or a seekable binary file object (rewound between the header and the read)."""
     try:
-        info = sf.info(str(path))
+        info = sf.info(source)
     except Exception as err:  # libsndfile raises RuntimeError/LibsndfileError/TypeError for junk
         raise AudioReject("unreadable_audio", f"{type(err).__name__}: {err}") from None
     if info.frames <= 0 or info.samplerate <= 0:
@@ -54,7 +82,9 @@ def load_audio(path: str | Path, *, start_s: float = 0.0, duration_s: float | No
     if frames / info.samplerate > max_duration_s:
         raise AudioReject("too_long", f"{frames / info.samplerate:.2f} s > {max_duration_s} s")
     try:
-        data, rate = sf.read(str(path), start=start, frames=frames, dtype="float32", always_2d=True)
+        if not isinstance(source, str):
+            source.seek(0)
+        data, rate = sf.read(source, start=start, frames=frames, dtype="float32", always_2d=True)
     except Exception as err:
         raise AudioReject("unreadable_audio", f"{type(err).__name__}: {err}") from None
     return prepare_samples(data, rate, min_duration_s=min_duration_s, max_duration_s=max_duration_s)

@@ -8,6 +8,10 @@ Accepted descriptions (``read_corpus`` picks by what the path is):
 - ``lhotse:<recordings.jsonl[.gz]>,<supervisions.jsonl[.gz]>`` for LibriSpeech / Common Voice
   prepared with lhotse (one item per supervision segment).
 
+Folders and manifests may be local paths or ``s3://…`` URLs (data/fs.py): audio paths then stay URLs (a relative
+path in a manifest is resolved against the manifest's URL; a manifest may also name audio by URL). Local paths are
+resolved to absolute paths.
+
 Problems found while reading (a transcript line without audio, audio without a transcript,
 a malformed line, a duplicate id) become `ScanReject`s: nothing is dropped silently.
 """
@@ -15,11 +19,16 @@ a malformed line, a duplicate id) become `ScanReject`s: nothing is dropped silen
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
+import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+from data import fs
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -28,7 +37,7 @@ _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 @dataclass(frozen=True, slots=True)
 class CorpusItem:
     utt_id: str
-    audio_path: str  # absolute
+    audio_path: str  # absolute path, or URL (s3://…)
     transcript: str
     speaker: str
     corpus: str
@@ -59,6 +68,47 @@ def sample_key(utt_id: str) -> str:
     return _KEY_UNSAFE.sub("_", utt_id)
 
 
+# A location: a local folder/file as a Path, or a URL as a str (no trailing '/'). The helpers below take either.
+Loc = Path | str
+
+
+def _loc(path: str | Path) -> Loc:
+    text = str(path)
+    return text.rstrip("/") if fs.is_remote(text) else Path(path)
+
+
+def _join(base: Loc, *parts: str) -> Loc:
+    return base.joinpath(*parts) if isinstance(base, Path) else fs.join(base, *parts)
+
+
+def _name(path: Loc) -> str:
+    return path.name if isinstance(path, Path) else fs.name(path)
+
+
+def _stem(path: Loc) -> str:
+    return path.stem if isinstance(path, Path) else PurePosixPath(fs.name(path)).stem
+
+
+def _suffix(path: Loc) -> str:
+    return path.suffix if isinstance(path, Path) else PurePosixPath(fs.name(path)).suffix
+
+
+def _exists(path: Loc) -> bool:
+    return path.exists() if isinstance(path, Path) else fs.exists(path)
+
+
+def _is_dir(path: Loc) -> bool:
+    return path.is_dir() if isinstance(path, Path) else fs.isdir(path)
+
+
+def _entries(folder: Loc) -> list[Loc]:
+    return sorted(folder.iterdir()) if isinstance(folder, Path) else fs.listdir(folder)
+
+
+def _read_text(path: Loc) -> str:
+    return path.read_text(encoding="utf-8") if isinstance(path, Path) else fs.read_text(path)
+
+
 def read_corpus(spec: str | Path) -> Scan:
     text = str(spec)
     if text.startswith("lhotse:"):
@@ -66,6 +116,18 @@ def read_corpus(spec: str | Path) -> Scan:
         if not supervisions:
             raise ValueError("lhotse corpus spec is 'lhotse:<recordings>,<supervisions>'")
         items, rejects = read_lhotse(Path(recordings), Path(supervisions))
+    elif fs.is_remote(text):
+        url = _loc(text)
+        if not fs.exists(url):
+            raise FileNotFoundError(f"corpus not found: {url}")
+        if fs.isdir(url):
+            items, rejects = _read_folders(url)
+        elif _suffix(url) == ".jsonl":
+            items, rejects = read_table(url, _jsonl_rows(url))
+        elif _suffix(url) == ".csv":
+            items, rejects = read_table(url, list(csv.DictReader(io.StringIO(fs.read_text(url), newline=""))))
+        else:
+            raise ValueError(f"unknown corpus description {url}: expected a folder, .jsonl, .csv or lhotse:…")
     else:
         path = Path(spec).expanduser().resolve()
         if not path.exists():
@@ -82,10 +144,13 @@ def read_corpus(spec: str | Path) -> Scan:
     return _dedupe(items, rejects)
 
 
-def _read_folders(root: Path) -> tuple[list[CorpusItem], list[ScanReject]]:
-    if (root / "transcripts.tsv").exists():
+def _read_folders(root: Loc) -> tuple[list[CorpusItem], list[ScanReject]]:
+    if _exists(_join(root, "transcripts.tsv")):
         return read_folder(root)
-    subdirs = sorted(p for p in root.iterdir() if (p / "transcripts.tsv").exists())
+    if isinstance(root, Path):
+        subdirs = sorted(p for p in root.iterdir() if (p / "transcripts.tsv").exists())
+    else:  # one listing instead of a request per entry
+        subdirs = sorted(fs.parent(t) for t in fs.glob(fs.join(root, "*", "transcripts.tsv")))
     if not subdirs:
         raise ValueError(f"{root}: no transcripts.tsv here or in any sub-folder")
     items: list[CorpusItem] = []
@@ -113,34 +178,37 @@ def speaker_from_id(utt_id: str) -> str | None:
     return None
 
 
-def read_folder(folder: Path) -> tuple[list[CorpusItem], list[ScanReject]]:
-    """One corpus folder: transcripts.tsv + audio files (in wav/ or beside the tsv)."""
-    audio_dir = folder / "wav" if (folder / "wav").is_dir() else folder
-    audio = {p.stem: p for p in sorted(audio_dir.iterdir()) if p.suffix.lower() in AUDIO_SUFFIXES}
-    speakers = dict(_tsv_pairs(folder / "speakers.tsv")[0]) if (folder / "speakers.tsv").exists() else {}
-    pairs, bad_lines = _tsv_pairs(folder / "transcripts.tsv")
+def read_folder(folder: str | Path) -> tuple[list[CorpusItem], list[ScanReject]]:
+    """One corpus folder (a local path or a URL): transcripts.tsv + audio files (in wav/ or beside the tsv)."""
+    folder = _loc(folder)
+    audio_dir = _join(folder, "wav") if _is_dir(_join(folder, "wav")) else folder
+    audio = {_stem(p): p for p in _entries(audio_dir) if _suffix(p).lower() in AUDIO_SUFFIXES}
+    speakers_tsv = _join(folder, "speakers.tsv")
+    speakers = dict(_tsv_pairs(speakers_tsv)[0]) if _exists(speakers_tsv) else {}
+    pairs, bad_lines = _tsv_pairs(_join(folder, "transcripts.tsv"))
     items: list[CorpusItem] = []
-    rejects = [ScanReject(f"{folder.name}:line{n}", str(folder / "transcripts.tsv"), "bad_manifest_line", line)
-               for n, line in bad_lines]
+    rejects = [ScanReject(f"{_name(folder)}:line{n}", str(_join(folder, "transcripts.tsv")), "bad_manifest_line",
+                          line) for n, line in bad_lines]
     seen: set[str] = set()
     for utt_id, text in pairs:
         seen.add(utt_id)
         path = audio.get(utt_id)
         if path is None:
-            rejects.append(ScanReject(utt_id, str(audio_dir / f"{utt_id}.wav"), "missing_audio", "no audio file for this transcript line"))
+            rejects.append(ScanReject(utt_id, str(_join(audio_dir, f"{utt_id}.wav")), "missing_audio",
+                                      "no audio file for this transcript line"))
             continue
-        speaker = speakers.get(utt_id) or speaker_from_id(utt_id) or folder.name
-        items.append(CorpusItem(utt_id, str(path), text, speaker, folder.name))
+        speaker = speakers.get(utt_id) or speaker_from_id(utt_id) or _name(folder)
+        items.append(CorpusItem(utt_id, str(path), text, speaker, _name(folder)))
     for stem, path in audio.items():
         if stem not in seen:
             rejects.append(ScanReject(stem, str(path), "missing_transcript", "audio file has no line in transcripts.tsv"))
     return items, rejects
 
 
-def _tsv_pairs(path: Path) -> tuple[list[tuple[str, str]], list[tuple[int, str]]]:
+def _tsv_pairs(path: Loc) -> tuple[list[tuple[str, str]], list[tuple[int, str]]]:
     pairs: list[tuple[str, str]] = []
     bad: list[tuple[int, str]] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         utt_id, tab, text = line.partition("\t")
@@ -151,9 +219,9 @@ def _tsv_pairs(path: Path) -> tuple[list[tuple[str, str]], list[tuple[int, str]]
     return pairs, bad
 
 
-def _jsonl_rows(path: Path) -> list[dict]:
+def _jsonl_rows(path: Loc) -> list[dict]:
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -171,8 +239,38 @@ def _first(row: dict, *names: str) -> str | None:
     return None
 
 
-def read_table(manifest: Path, rows: Iterable[dict]) -> tuple[list[CorpusItem], list[ScanReject]]:
+class _RemoteListing:
+    """Existence of remote audio files, one listing per folder (not one request per file)."""
+
+    def __init__(self) -> None:
+        self._folders: dict[str, set[str]] = {}
+
+    def exists(self, url: str) -> bool:
+        folder = fs.parent(url)
+        if folder not in self._folders:
+            self._folders[folder] = set(fs.listdir(folder))
+        return url in self._folders[folder]
+
+
+def _resolve_audio(manifest: Loc, audio: str) -> Loc:
+    """An audio reference of a manifest row: a URL stays a URL; a relative path is relative to the manifest."""
+    if fs.is_remote(audio):
+        return audio.rstrip("/")
+    if isinstance(manifest, Path) or os.path.isabs(audio):
+        base = manifest.parent if isinstance(manifest, Path) else Path("/")
+        return (base / audio).resolve()
+    parent = fs.parent(manifest)
+    proto, rest = parent.split("://", 1)
+    bucket, _, prefix = rest.partition("/")
+    key = posixpath.normpath(posixpath.join("/", prefix, audio)).lstrip("/")
+    return f"{proto}://{bucket}/{key}"
+
+
+def read_table(manifest: str | Path, rows: Iterable[dict]) -> tuple[list[CorpusItem], list[ScanReject]]:
     """JSONL/CSV manifest rows → items; rows missing an id, audio or text become rejects."""
+    manifest = _loc(manifest)
+    listing = _RemoteListing()
+    name, stem = _name(manifest), _stem(manifest)
     items: list[CorpusItem] = []
     rejects: list[ScanReject] = []
     for n, row in enumerate(rows, start=1):
@@ -180,39 +278,66 @@ def read_table(manifest: Path, rows: Iterable[dict]) -> tuple[list[CorpusItem], 
         audio = _first(row, "audio_path", "audio", "path")
         text = _first(row, "text", "transcript")
         if "_bad" in row or utt_id is None or audio is None:
-            rejects.append(ScanReject(utt_id or f"{manifest.name}:line{row.get('_line', n)}", str(manifest),
+            rejects.append(ScanReject(utt_id or f"{name}:line{row.get('_line', n)}", str(manifest),
                                       "bad_manifest_line", str(row.get("_bad", row))[:200]))
             continue
-        audio_path = (manifest.parent / audio).resolve()
-        if not audio_path.exists():
+        audio_path = _resolve_audio(manifest, audio)
+        if not (audio_path.exists() if isinstance(audio_path, Path) else listing.exists(audio_path)):
             rejects.append(ScanReject(utt_id, str(audio_path), "missing_audio", "audio path does not exist"))
             continue
         duration = _first(row, "duration_s")
-        items.append(CorpusItem(utt_id, str(audio_path), text or "", _first(row, "speaker") or manifest.stem,
-                                manifest.stem, float(_first(row, "start_s") or 0.0),
+        items.append(CorpusItem(utt_id, str(audio_path), text or "", _first(row, "speaker") or stem,
+                                stem, float(_first(row, "start_s") or 0.0),
                                 float(duration) if duration else None))
     return items, rejects
 
 
 def read_lhotse(recordings: Path, supervisions: Path) -> tuple[list[CorpusItem], list[ScanReject]]:
-    """Lhotse RecordingSet + SupervisionSet (e.g. from `lhotse prepare librispeech`)."""
+    """Lhotse RecordingSet + SupervisionSet (``lhotse prepare librispeech|commonvoice``, data/recipes.py).
+
+    One item per supervision, over ``start``/``duration`` of its recording. The build reads audio files itself
+    (libsndfile: wav/flac/ogg, and mp3 with libsndfile >= 1.1), so a recording must be one file, local or an
+    ``s3://`` URL (data/fs.py): sources of another type (http url, command, memory), one file per channel,
+    transforms other than resampling (the build resamples anyway) and a supervision on some channels of a
+    multi-channel file (the build downmixes every channel) become `ScanReject`s saying why. Relative source
+    paths are relative to the working directory, as in lhotse.
+    """
     try:
         from lhotse import load_manifest
     except ImportError as err:  # optional dependency
         raise ImportError("reading lhotse manifests needs `pip install whisperline[lhotse]`") from err
     recs = load_manifest(recordings)
     sups = load_manifest(supervisions)
+    corpus = supervisions.name.split(".")[0]
     items: list[CorpusItem] = []
     rejects: list[ScanReject] = []
     for sup in sups:
         rec = recs[sup.recording_id] if sup.recording_id in recs else None
-        if rec is None or len(rec.sources) != 1 or rec.sources[0].type != "file":
-            rejects.append(ScanReject(sup.id, str(supervisions), "unsupported_recording",
-                                      f"recording {sup.recording_id!r} missing or not a single audio file"))
+        problem = None
+        if rec is None:
+            problem = f"recording {sup.recording_id!r} not in {recordings.name}"
+        elif len(rec.sources) != 1:
+            problem = f"recording {rec.id!r} has {len(rec.sources)} audio sources (one file per channel?)"
+        elif not (rec.sources[0].type == "file" or
+                  (rec.sources[0].type == "url" and str(rec.sources[0].source).startswith("s3://"))):
+            problem = (f"recording {rec.id!r} source is {rec.sources[0].type!r} "
+                       f"({str(rec.sources[0].source)[:80]}), not an audio file or s3:// URL")
+        elif extra := [t for t in (rec.transforms or []) if
+                       (t.get("name") if isinstance(t, dict) else type(t).__name__) != "Resample"]:
+            problem = f"recording {rec.id!r} has transforms the build would not apply: {extra}"
+        else:
+            channels = sup.channel if isinstance(sup.channel, list) else [sup.channel]
+            if len(rec.channel_ids) > 1 and sorted(channels) != sorted(rec.channel_ids):
+                problem = (f"supervision on channel(s) {channels} of the {len(rec.channel_ids)}-channel recording "
+                           f"{rec.id!r}: the build mixes all channels down")
+        if problem:
+            source = str(rec.sources[0].source) if rec is not None and rec.sources else str(supervisions)
+            rejects.append(ScanReject(sup.id, source, "unsupported_recording", problem))
             continue
-        items.append(CorpusItem(sup.id, str(Path(rec.sources[0].source).resolve()), sup.text or "",
-                                sup.speaker or rec.id, supervisions.stem.split(".")[0],
-                                float(sup.start), float(sup.duration)))
+        source = str(rec.sources[0].source)
+        audio_path = source if fs.is_remote(source) else str(Path(source).resolve())
+        items.append(CorpusItem(sup.id, audio_path, sup.text or "", sup.speaker or rec.id, corpus, float(sup.start),
+                                float(sup.duration)))
     return items, rejects
 
 

@@ -43,6 +43,39 @@ class Prepared:
 
 
 @dataclass(frozen=True, slots=True)
+class SegmentClip:
+    """One ≤ 30 s piece of a long-form recording, cut at an aligned pause: its own clip, words and offset."""
+
+    index: int
+    offset_ms: int  # where the segment starts in the (prepared) recording
+    duration_ms: int
+    audio_sha256: str  # of the encoded segment clip in the work store
+    words: tuple[TranscriptWord, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Aligned:
     prepared: Prepared
-    spans: tuple[WordSpan, ...]  # one per prepared.words, word = display text
+    spans: tuple[WordSpan, ...]  # one per word of this utterance, word = display text, times from its start
+    segment: SegmentClip | None = None  # set when this utterance is a piece of a long-form recording
+
+    @property
+    def utt_id(self) -> str:
+        rec = self.prepared.scanned.item.utt_id
+        return rec if self.segment is None else f"{rec}-s{self.segment.index:03d}"
+
+    @property
+    def words(self) -> tuple[TranscriptWord, ...]:
+        return self.prepared.words if self.segment is None else self.segment.words
+
+    @property
+    def audio_sha256(self) -> str:
+        return self.prepared.audio_sha256 if self.segment is None else self.segment.audio_sha256
+
+    @property
+    def duration_ms(self) -> int:
+        return self.prepared.duration_ms if self.segment is None else self.segment.duration_ms
+
+    @property
+    def offset_ms(self) -> int:
+        return 0 if self.segment is None else self.segment.offset_ms

@@ -1,8 +1,12 @@
 """Deterministic WebDataset shards: same samples in → byte-identical tars out.
 
-Samples are written sorted by key, `shard_size` per tar, with fixed tar metadata (mtime 0,
-uid/gid 0, fixed user/group names and mode) and canonical JSON; nothing depends on the clock.
-Reading uses webdataset with secure mode on (no pipe:/file: URLs, no pickle decoding).
+Samples are written in build order, `shard_size` per tar, while they stream in (`ShardWriter`), with fixed tar
+metadata (mtime 0, uid/gid 0, fixed user/group names and mode) and canonical JSON; nothing depends on the clock.
+One shard is built in memory and written with one atomic `data.fs.write_bytes` (local or object storage), so a
+reader never sees a half-written tar.
+Reading uses webdataset with secure mode on (no pipe:/file: URLs, no pickle decoding); shards on object storage
+(``s3://…``) are opened through fsspec (data/fs.py), registered as webdataset's opener for those schemes: no shell
+pipes, no curl.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import webdataset as wds
+
+from data import fs
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,33 +44,101 @@ def canonical_json(value: object) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def write_split(root: Path, split: str, samples: Sequence[ShardSample], shard_size: int) -> list[ShardInfo]:
-    """Write one split's samples (already sorted by key) as shards/<split>-%06d.tar."""
-    (root / "shards").mkdir(parents=True, exist_ok=True)
-    infos = []
-    for index, start in enumerate(range(0, len(samples), shard_size)):
-        name = f"shards/{split}-{index:06d}.tar"
-        buf = io.BytesIO()
-        writer = wds.TarWriter(buf, user="whisperline", group="whisperline", mode=0o444, mtime=0, encoder=False)
-        for sample in samples[start : start + shard_size]:
-            writer.write({"__key__": sample.key, sample.audio_ext: sample.audio, "json": canonical_json(sample.meta)})
-        writer.close()
-        data = buf.getvalue()
-        (root / name).write_bytes(data)
-        infos.append(ShardInfo(name, split, len(samples[start : start + shard_size]),
-                               hashlib.sha256(data).hexdigest(), len(data)))
-    return infos
+def tar_bytes(samples: list[ShardSample]) -> bytes:
+    buf = io.BytesIO()
+    writer = wds.TarWriter(buf, user="whisperline", group="whisperline", mode=0o444, mtime=0, encoder=False)
+    for sample in samples:
+        writer.write({"__key__": sample.key, sample.audio_ext: sample.audio, "json": canonical_json(sample.meta)})
+    writer.close()
+    return buf.getvalue()
+
+
+class ShardWriter:
+    """Splits arrive one after another (all of a split's samples, in order): shards/<split>-%06d.tar."""
+
+    def __init__(self, root: str, shard_size: int) -> None:
+        self.root, self.shard_size = root, shard_size
+        self.split: str | None = None
+        self.pending: list[ShardSample] = []
+        self.in_split = 0  # samples of the current split so far
+        self.infos: list[ShardInfo] = []
+        self.done: set[str] = set()
+
+    def start_split(self, split: str) -> None:
+        self._flush()
+        if split in self.done:
+            raise ValueError(f"split {split!r} came back after another one: the parts are not in build order")
+        if self.split is not None:
+            self.done.add(self.split)
+        self.split, self.in_split = split, 0
+
+    def add(self, sample: ShardSample) -> tuple[str, int]:
+        """Queue a sample; returns (its shard's name, its offset in the shard)."""
+        assert self.split is not None, "start_split first"
+        name = f"shards/{self.split}-{self.in_split // self.shard_size:06d}.tar"
+        offset = self.in_split % self.shard_size
+        self.pending.append(sample)
+        self.in_split += 1
+        if len(self.pending) == self.shard_size:
+            self._flush()
+        return name, offset
+
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        index = (self.in_split - 1) // self.shard_size
+        name = f"shards/{self.split}-{index:06d}.tar"
+        data = tar_bytes(self.pending)
+        fs.write_bytes(fs.join(self.root, name), data)
+        self.infos.append(ShardInfo(name, self.split, len(self.pending), hashlib.sha256(data).hexdigest(), len(data)))
+        self.pending = []
+
+    def close(self) -> list[ShardInfo]:
+        self._flush()
+        return list(self.infos)
+
+
+def write_split(root: str | Path, split: str, samples: Sequence[ShardSample], shard_size: int) -> list[ShardInfo]:
+    """Write one split's samples (already in order) as shards/<split>-%06d.tar."""
+    writer = ShardWriter(str(root), shard_size)
+    writer.start_split(split)
+    for sample in samples:
+        writer.add(sample)
+    return writer.close()
 
 
 def _all_shards(src: Iterator) -> Iterator:
     yield from src
 
 
+# URL schemes whose shards webdataset opens through fsspec (webdataset itself knows s3 only through `pipe:` commands,
+# which secure mode forbids).
+FSSPEC_SCHEMES = ("s3", "s3a")
+
+
+def _gopen_fsspec(url: str, mode: str = "rb", bufsize: int = 8192, **_kw):
+    from data import fs
+
+    if mode != "rb":
+        raise ValueError(f"{url}: shards are only read through webdataset (mode {mode!r})")
+    return fs.open_read(url)
+
+
+def _register_fsspec_openers() -> None:
+    from webdataset.gopen import gopen_schemes  # the dispatch table gopen() reads
+
+    for scheme in FSSPEC_SCHEMES:
+        gopen_schemes[scheme] = _gopen_fsspec
+
+
 def iter_shard_samples(paths: Sequence[str | Path]) -> Iterator[dict]:
-    """Yield {'__key__', 'audio': float32 16 kHz array, 'meta': dict} from shards, in order."""
+    """Yield {'__key__', 'audio': float32 16 kHz array, 'meta': dict} from shards, in order.
+
+    ``paths`` are local paths or ``s3://…`` URLs (read through fsspec, see data/fs.py for the S3 settings)."""
     from data.audio import decode_audio
 
     wds.utils.enforce_security = True
+    _register_fsspec_openers()
     # Every caller gets every listed shard, also inside a distributed job: training ranks choose their samples
     # afterwards (equal counts per rank), so webdataset must not split (or refuse to split) by node.
     dataset = wds.WebDataset([str(p) for p in paths], shardshuffle=False, nodesplitter=_all_shards,

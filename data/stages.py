@@ -15,10 +15,11 @@ from configs.dataset import DatasetConfig
 from data.aligners import AlignItem, Aligner, get_aligner
 from data.audio import AudioReject, decode_audio, encode_audio, file_sha256, load_audio
 from data.corpus import read_corpus
-from data.records import Aligned, Prepared, Reject, Scanned
+from data.longform import cut, segment_recording
+from data.records import Aligned, Prepared, Reject, Scanned, SegmentClip
 from data.store import WorkStore, sha256_text
-from data.text import transcript_words
-from data.types import AlignmentError, WordSpan
+from data.text import TranscriptWord, transcript_words
+from data.types import SAMPLE_RATE, AlignmentError, WordSpan
 
 # Transcript/audio plausibility: English speech runs ~10-20 characters per second. Far outside
 # that range the transcript does not belong to the audio (a swapped or truncated line).
@@ -44,7 +45,12 @@ def scan(spec: str) -> tuple[list[Scanned], list[Reject]]:
 # ---------------------------------------------------------------- prepare
 def prepare_key(s: Scanned, cfg: DatasetConfig, code_version: str) -> str:
     return sha256_text("prepare", s.content_key, cfg.audio_format, str(cfg.min_duration_s),
-                       str(cfg.max_duration_s), code_version)
+                       str(max_input_s(cfg)), code_version)
+
+
+def max_input_s(cfg: DatasetConfig) -> float:
+    """The longest input prepare accepts: a long-form recording is segmented later, at align."""
+    return max(cfg.max_recording_s, cfg.max_duration_s) if cfg.long_form else cfg.max_duration_s
 
 
 def prepare(batch: Sequence[Scanned], cfg: DatasetConfig, store: WorkStore, code_version: str) -> list[Prepared | Reject]:
@@ -64,7 +70,7 @@ def _prepare_one(s: Scanned, cfg: DatasetConfig, store: WorkStore) -> dict:
     item = s.item
     try:
         audio = load_audio(item.audio_path, start_s=item.start_s, duration_s=item.duration_s,
-                           min_duration_s=cfg.min_duration_s, max_duration_s=cfg.max_duration_s)
+                           min_duration_s=cfg.min_duration_s, max_duration_s=max_input_s(cfg))
     except AudioReject as err:
         return {"reject": [err.reason, err.detail]}
     if not item.transcript.strip():
@@ -115,13 +121,21 @@ class AlignStats:
     utt_ids: list[str] = field(default_factory=list)  # the ones aligned now
 
 
-def align_key(p: Prepared, aligner_version: str, code_version: str) -> str:
-    return sha256_text("align", p.audio_sha256, " ".join(w.norm for w in p.words), aligner_version, code_version)
+def align_key(p: Prepared, aligner_version: str, code_version: str, cfg: DatasetConfig | None = None) -> str:
+    base = sha256_text("align", p.audio_sha256, " ".join(w.norm for w in p.words), aligner_version, code_version)
+    if cfg is not None and is_long_form(p, cfg):  # its segments also depend on the cut length and the clip format
+        return sha256_text(base, "long-form", str(cfg.max_duration_s), cfg.audio_format)
+    return base
+
+
+def is_long_form(p: Prepared, cfg: DatasetConfig) -> bool:
+    return p.duration_ms > cfg.max_duration_s * 1000
 
 
 def align(batch: Sequence[Prepared], cfg: DatasetConfig, store: WorkStore, code_version: str,
           aligner: Aligner | Callable[[], Aligner] | None = None) -> tuple[list[Aligned | Reject], AlignStats]:
-    """Force-align a batch; utterances aligned before (same audio, words, aligner) are reused."""
+    """Force-align a batch; utterances aligned before (same audio, words, aligner) are reused. A long-form
+    recording comes back as several `Aligned`, its segments in order."""
     stats = AlignStats()
     resolved: Aligner | None = aligner if isinstance(aligner, Aligner) else None
 
@@ -132,43 +146,84 @@ def align(batch: Sequence[Prepared], cfg: DatasetConfig, store: WorkStore, code_
         return resolved
 
     version = get().version
-    todo = [p for p in batch if store.get_json("align", align_key(p, version, code_version)) is None]
-    if todo:
-        items = [AlignItem(p.scanned.item.utt_id, decode_audio(store.get_blob("audio", p.audio_sha256, "." + cfg.audio_format)),
-                           tuple(w.norm for w in p.words)) for p in todo]
-        for p, result in zip(todo, get().align_many(items), strict=True):
+    key = {id(p): align_key(p, version, code_version, cfg) for p in batch}
+    todo = [p for p in batch if store.get_json("align", key[id(p)]) is None]
+    short = [p for p in todo if not is_long_form(p, cfg)]
+    if short:
+        items = [AlignItem(p.scanned.item.utt_id, _audio(p, cfg, store), tuple(w.norm for w in p.words)) for p in short]
+        for p, result in zip(short, get().align_many(items), strict=True):
             if isinstance(result, AlignmentError):
                 rec: dict = {"reject": [result.reason, result.detail]}
             else:
-                rec = {"spans": [[s.start_ms, s.end_ms] for s in result]}
-                rec = _check_plausible(rec, p)
-            store.put_json("align", align_key(p, version, code_version), rec)
-            stats.aligned += 1
-            stats.utt_ids.append(p.scanned.item.utt_id)
-            stats.seconds_audio += p.duration_ms / 1000
+                rec = _plausible([[s.start_ms, s.end_ms] for s in result], len(p.words), p.duration_ms)
+            store.put_json("align", key[id(p)], rec)
+    for p in todo:
+        if is_long_form(p, cfg):
+            store.put_json("align", key[id(p)], _align_long_form(p, cfg, store, get()))
+    for p in todo:
+        stats.aligned += 1
+        stats.utt_ids.append(p.scanned.item.utt_id)
+        stats.seconds_audio += p.duration_ms / 1000
     out: list[Aligned | Reject] = []
     for p in batch:
-        rec = store.get_json("align", align_key(p, version, code_version))
+        rec = store.get_json("align", key[id(p)])
         assert isinstance(rec, dict), "alignment record vanished from the work store"
         if "reject" in rec:
             stats.failed += 1
             out.append(Reject(p.scanned.item.utt_id, p.scanned.item.audio_path, p.scanned.source_sha256,
                               "align", rec["reject"][0], rec["reject"][1]))
+        elif "segments" in rec:
+            out += [_segment(p, n, seg) for n, seg in enumerate(rec["segments"])]
         else:
-            out.append(Aligned(p, tuple(WordSpan(w.text, a, b) for w, (a, b) in zip(p.words, rec["spans"], strict=True))))
+            out.append(Aligned(p, _spans(p.words, rec["spans"])))
     stats.reused = len(batch) - stats.aligned
     return out, stats
 
 
-def _check_plausible(rec: dict, p: Prepared) -> dict:
+def _audio(p: Prepared, cfg: DatasetConfig, store: WorkStore):
+    return decode_audio(store.get_blob("audio", p.audio_sha256, "." + cfg.audio_format))
+
+
+def _spans(words: Sequence[TranscriptWord], spans: Sequence[Sequence[int]]) -> tuple[WordSpan, ...]:
+    return tuple(WordSpan(w.text, a, b) for w, (a, b) in zip(words, spans, strict=True))
+
+
+def _segment(p: Prepared, index: int, seg: dict) -> Aligned:
+    a, b = seg["words"]
+    clip = SegmentClip(index, seg["start_ms"], seg["duration_ms"], seg["audio_sha256"], p.words[a:b])
+    return Aligned(p, _spans(clip.words, seg["spans"]), clip)
+
+
+def _align_long_form(p: Prepared, cfg: DatasetConfig, store: WorkStore, aligner: Aligner) -> dict:
+    """Align the whole recording (in windows), cut it at aligned pauses, store each segment's clip."""
+    audio = _audio(p, cfg, store)
+    try:
+        segments = segment_recording(audio, tuple(w.norm for w in p.words), aligner,
+                                     max_segment_ms=int(cfg.max_duration_s * 1000))
+    except AlignmentError as err:
+        return {"reject": [err.reason, err.detail]}
+    out = []
+    for seg in segments:
+        clip = cut(audio, seg)
+        duration_ms = int(round(len(clip) * 1000 / SAMPLE_RATE))
+        spans = [[s.start_ms, s.end_ms] for s in seg.spans]
+        checked = _plausible(spans, seg.word_slice[1] - seg.word_slice[0], duration_ms)
+        if "reject" in checked:
+            reason, detail = checked["reject"]
+            return {"reject": [reason, f"segment {len(out)} at {seg.start_ms} ms: {detail}"]}
+        sha = store.put_blob("audio", encode_audio(clip, cfg.audio_format), "." + cfg.audio_format)
+        out.append({"start_ms": seg.start_ms, "duration_ms": duration_ms, "words": list(seg.word_slice),
+                    "spans": spans, "audio_sha256": sha})
+    return {"segments": out}
+
+
+def _plausible(spans: list[list[int]], n_words: int, duration_ms: int) -> dict:
     """A forced aligner always answers; a wrong transcript shows up as crushed words."""
-    spans = rec["spans"]
-    if len(spans) != len(p.words):
-        return {"reject": ["word_count_mismatch", f"{len(spans)} spans for {len(p.words)} words"]}
+    if len(spans) != n_words:
+        return {"reject": ["word_count_mismatch", f"{len(spans)} spans for {n_words} words"]}
     crushed = sum(1 for a, b in spans if b - a < 20)
     if len(spans) >= 4 and crushed / len(spans) > 0.3:
         return {"reject": ["implausible_alignment", f"{crushed}/{len(spans)} words shorter than 20 ms"]}
-    if any(b > p.duration_ms + 10 for _, b in spans):
-        return {"reject": ["alignment_outside_audio", f"a word ends after {p.duration_ms} ms"]}
-    return rec
-
+    if any(b > duration_ms + 10 for _, b in spans):
+        return {"reject": ["alignment_outside_audio", f"a word ends after {duration_ms} ms"]}
+    return {"spans": spans}

@@ -1,17 +1,15 @@
 """Content-addressed work store under ``<output root>/.work``.
 
-Per-utterance results (prepared audio, alignments) are files named by the hash of everything
-that determines them, so a rebuild that changes one input redoes exactly that input. A random
-``store_id`` names this store in Prefect cache keys: delete the folder and every cached task
-result that points into it stops matching.
+Per-utterance results (prepared audio, alignments) and batch parts are files named by the hash of everything
+that determines them, so a rebuild that changes one input redoes exactly that input. The root may be a local
+folder or an object-store prefix (every worker of a cluster shares it); writes are atomic either way (data/fs.py).
+A random ``store_id`` names this store: delete the folder and everything keyed on it stops matching.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -32,48 +30,40 @@ def sha256_text(*parts: str) -> str:
     return digest.hexdigest()
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class WorkStore:
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
-        id_file = self.root / "store_id"
-        if not id_file.exists():
-            atomic_write(id_file, uuid.uuid4().hex.encode())
-        self.store_id = id_file.read_text().strip()
+    """Under a local folder or an object-store prefix (``s3://…``): on a cluster every worker shares it."""
 
-    def _path(self, kind: str, key: str, suffix: str) -> Path:
-        return self.root / kind / key[:2] / f"{key}{suffix}"
+    def __init__(self, root: str | Path) -> None:
+        from data import fs
+
+        self.fs = fs
+        self.root = str(root)
+        fs.ensure_dir(self.root)
+        id_file = fs.join(self.root, "store_id")
+        if not fs.exists(id_file):
+            fs.write_bytes(id_file, uuid.uuid4().hex.encode())
+        self.store_id = fs.read_bytes(id_file).decode().strip()
+
+    def _path(self, kind: str, key: str, suffix: str) -> str:
+        return self.fs.join(self.root, kind, key[:2], f"{key}{suffix}")
 
     def put_blob(self, kind: str, data: bytes, suffix: str) -> str:
         key = hashlib.sha256(data).hexdigest()
         path = self._path(kind, key, suffix)
-        if not path.exists():
-            atomic_write(path, data)
+        if not self.fs.exists(path):
+            self.fs.write_bytes(path, data)
         return key
 
     def get_blob(self, kind: str, key: str, suffix: str) -> bytes:
-        return self._path(kind, key, suffix).read_bytes()
+        return self.fs.read_bytes(self._path(kind, key, suffix))
 
     def put_json(self, kind: str, key: str, value: object) -> None:
-        atomic_write(self._path(kind, key, ".json"), json.dumps(value, sort_keys=True).encode())
+        self.fs.write_bytes(self._path(kind, key, ".json"), json.dumps(value, sort_keys=True).encode())
 
     def get_json(self, kind: str, key: str) -> object | None:
-        path = self._path(kind, key, ".json")
-        if not path.exists():
-            return None
         try:
-            return json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):  # a torn write from a killed run: recompute
+            return json.loads(self.fs.read_bytes(self._path(kind, key, ".json")))
+        except FileNotFoundError:
+            return None
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):  # a torn write from a killed run: recompute
             return None

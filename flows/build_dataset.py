@@ -1,59 +1,60 @@
-"""build_dataset flow: scan → plan version → prepare (mapped) → align (mapped) → assemble.
+"""build_dataset flow: scan → plan version → plan batches → prepare + align per batch → assemble (streamed).
 
-A version that already exists complete on disk is returned without doing any work; otherwise
-the mapped stages run in parallel and hit Prefect's content-keyed cache for unchanged batches.
+A version that already exists complete is returned without doing any work. The batches run as mapped Prefect tasks
+in a process pool, or — when a Ray address is given (the profile's `build.ray_address`, `--ray-address`) — as one
+Prefect task that runs them with Ray Data on the cluster (data/distributed.py says why). Either way each batch
+writes a Parquet part to the work store and the flow holds only counts; the dataset is byte-identical.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from prefect import flow, unmapped
 from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
 from configs.dataset import DatasetConfig
-from tasks.dataset import align_batch, assemble_dataset, plan_version, prepare_batch, scan_corpus
+from data import fs
+from tasks.dataset import (assemble_dataset, build_batch, build_batches_on_ray, plan_build_batches, plan_version,
+                           scan_corpus)
 from tasks.runtime import prefect_api
+
+MAX_LISTED_IDS = 10_000  # the summary lists the utterances aligned now up to this many (a corpus has 100,000s)
 
 
 # serial by default (the aligners are not thread-safe, and a process pool cannot serve a subflow's mapped futures);
 # `run_build` / `whisperline data build` give a top-level build its process pool
 @flow(name="build-dataset", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=1))
-def build_dataset(corpus: str, output_root: str = "outputs/datasets", config: DatasetConfig | None = None) -> dict:
+def build_dataset(corpus: str, output_root: str = "outputs/datasets", config: DatasetConfig | None = None,
+                  ray_address: str | None = None, workers: int | None = None) -> dict:
     cfg = config or DatasetConfig()
-    work_dir = str(Path(output_root) / ".work")
+    work_dir = fs.join(output_root, ".work")
     scanned, scan_rejects = scan_corpus(corpus)
     plan = plan_version(scanned, scan_rejects, cfg, output_root)
     n_inputs = len(scanned) + len(scan_rejects)
     if plan["existing"] is not None:
-        return _summary(plan, plan["existing"], skipped=True, align_stats=[])
-    size = cfg.align_batch_size
-    batches = [scanned[i : i + size] for i in range(0, len(scanned), size)]
-    prepared = prepare_batch.map(batches, unmapped(cfg), unmapped(work_dir))
-    aligned = align_batch.map(prepared, unmapped(cfg), unmapped(work_dir))
-    results, align_stats = [], []
-    for future in aligned:
-        batch_results, stats = future.result()
-        results += batch_results
-        # A cache hit replays the stats of the run that computed it: nothing was aligned now.
-        cached = future.state.name == "Cached"
-        n_prepared = stats["aligned"] + stats["reused"]
-        align_stats.append({**stats, "aligned": 0, "reused": n_prepared, "aligned_ids": []} if cached else stats)
+        return _summary(plan, plan["existing"], skipped=True, results=[])
+    batches = plan_build_batches(scanned, cfg)
+    if ray_address:
+        results = build_batches_on_ray(batches, cfg, work_dir, plan, ray_address, workers)
+    else:
+        results = [f.result() for f in build_batch.map(batches, unmapped(cfg), unmapped(work_dir), unmapped(plan))]
     info = assemble_dataset(results, scan_rejects, n_inputs, cfg, work_dir, plan)
-    return _summary(plan, info, skipped=False, align_stats=align_stats)
+    return _summary(plan, info, skipped=False, results=results)
 
 
-def _summary(plan: dict, info: dict, *, skipped: bool, align_stats: list[dict]) -> dict:
+def _summary(plan: dict, info: dict, *, skipped: bool, results: list[dict]) -> dict:
+    aligned_ids = sorted(i for r in results for i in r["aligned_ids"])
     return {
         "version_id": plan["version_id"],
         "version_dir": plan["version_dir"],
         "skipped": skipped,
         "counts": info["counts"],
         "shards": [s["sha256"] for s in info["shards"]],
-        "aligned_now": sum(s["aligned"] for s in align_stats),
-        "reused": sum(s["reused"] for s in align_stats),
-        "aligned_ids": sorted(i for s in align_stats for i in s["aligned_ids"]),
+        "aligned_now": sum(r["aligned_now"] for r in results),
+        "reused": sum(r["reused"] for r in results),
+        "aligned_ids": aligned_ids[:MAX_LISTED_IDS],
+        "seconds_audio_aligned": round(sum(r["seconds_audio"] for r in results), 3),
     }
 
 
@@ -63,8 +64,11 @@ def task_runner(workers: int | None = None):
     return ProcessPoolTaskRunner(max_workers=workers) if workers > 1 else ThreadPoolTaskRunner(max_workers=1)
 
 
-def run_build(corpus: str, output_root: str, cfg: DatasetConfig, workers: int | None = None) -> dict:
-    """Run the flow with `workers` processes for the mapped stages."""
+def run_build(corpus: str, output_root: str, cfg: DatasetConfig, workers: int | None = None,
+              ray_address: str | None = None) -> dict:
+    """Run the flow: `workers` processes for the batches, or Ray (`ray_address`: "auto", "ray://…", or "local"
+    for a Ray instance on this machine with `workers` CPUs)."""
+    runner = ThreadPoolTaskRunner(max_workers=1) if ray_address else task_runner(workers)
     with prefect_api():
-        return build_dataset.with_options(task_runner=task_runner(workers))(corpus=corpus, output_root=output_root,
-                                                                            config=cfg)
+        return build_dataset.with_options(task_runner=runner)(corpus=corpus, output_root=output_root, config=cfg,
+                                                              ray_address=ray_address, workers=workers)

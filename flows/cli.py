@@ -54,20 +54,65 @@ def data_synth(
 
 @data_app.command("build")
 def data_build(
-    corpus: Annotated[str, typer.Argument(help="corpus folder, .jsonl/.csv manifest, or lhotse:<recordings>,<supervisions>")],
-    output_root: Annotated[Path, typer.Option(help="datasets are written to <output-root>/<name>/<version id>")] = Path("outputs/datasets"),
+    corpus: Annotated[str, typer.Argument(help="corpus folder, .jsonl/.csv manifest, or lhotse:<recordings>,<supervisions>"
+                                               " (local or s3://…)")],
+    output_root: Annotated[str, typer.Option(help="datasets are written to <output-root>/<name>/<version id>; a local "
+                                                  "folder or s3://bucket/prefix")] = "outputs/datasets",
     config: Annotated[Optional[Path], typer.Option(help="YAML profile (configs/*.yaml)")] = None,
     aligner: Annotated[Optional[str], typer.Option(help="pocketsphinx | mfa | whisper")] = None,
     shard_size: Annotated[Optional[int], typer.Option(help="samples per shard")] = None,
     name: Annotated[Optional[str], typer.Option(help="dataset name")] = None,
-    workers: Annotated[Optional[int], typer.Option(help="parallel processes for prepare/align")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="parallel processes (or Ray actors) for prepare/align")] = None,
+    ray_address: Annotated[Optional[str], typer.Option(
+        help="build the batches on Ray: auto | ray://host:10001 | local (a Ray instance on this machine); "
+             "default: the profile's build.ray_address, else a process pool")] = None,
 ) -> None:
     """Build a versioned dataset (WebDataset shards + Parquet manifests) with the Prefect flow."""
+    from configs.dataset import load_build_runtime
     from flows.build_dataset import run_build
 
     cfg = load_dataset_config(str(config) if config else None, aligner=aligner, shard_size=shard_size, name=name)
-    summary = run_build(corpus, str(output_root), cfg, workers)
+    runtime = load_build_runtime(str(config) if config else None, ray_address=ray_address, workers=workers)
+    summary = run_build(corpus, output_root, cfg, runtime.workers, runtime.ray_address)
     typer.echo(json.dumps(summary, indent=2))
+
+
+@data_app.command("prepare")
+def data_prepare(
+    recipe: Annotated[str, typer.Argument(help="librispeech | commonvoice | longform")],
+    corpus_dir: Annotated[Path, typer.Argument(help="LibriSpeech folder, Common Voice release folder, or a folder "
+                                                    "of recordings with same-stem .txt transcripts")],
+    output_dir: Annotated[Path, typer.Argument(help="where the lhotse manifests are written")],
+    parts: Annotated[Optional[list[str]], typer.Option(
+        "--parts", help="LibriSpeech parts (dev-clean, train-clean-100, …) or Common Voice splits (train, dev, test, "
+                        "validated); repeat; default: all LibriSpeech parts found / train, dev, test")] = None,
+    language: Annotated[str, typer.Option(help="Common Voice language folder")] = "en",
+    strict: Annotated[bool, typer.Option(help="fail if any input is unusable (default: list them and go on)")] = False,
+) -> None:
+    """Prepare lhotse manifests for a corpus; prints one spec per line for `whisperline data build`."""
+    from data import recipes
+
+    if recipe not in ("librispeech", "commonvoice", "longform"):
+        raise typer.BadParameter(f"unknown recipe {recipe!r}: librispeech | commonvoice | longform")
+    try:
+        if recipe == "librispeech":
+            prepared = list(recipes.prepare_librispeech(corpus_dir, output_dir, parts or "auto",
+                                                        strict=strict).values())
+        elif recipe == "commonvoice":
+            prepared = list(recipes.prepare_commonvoice(corpus_dir, output_dir, language,
+                                                        parts or ("train", "dev", "test"), strict=strict).values())
+        else:
+            prepared = [recipes.prepare_longform_folder(corpus_dir, output_dir, strict=strict)]
+    except (recipes.RecipeError, FileNotFoundError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1) from None
+    for p in prepared:
+        typer.echo(f"{p.name}: {p.n_supervisions} utterances, {len(p.problems)} problem(s)"
+                   + (f" listed in {p.recordings.parent / (p.name + '.problems.tsv')}" if p.problems else ""), err=True)
+        for problem in p.problems[:20]:
+            typer.echo(f"  {problem.item}: {problem.reason} ({problem.detail}) {problem.path}", err=True)
+        typer.echo(p.spec)
+    typer.echo("build with: whisperline data build <spec> [--output-root …] [--ray-address auto]", err=True)
 
 
 @app.command("finetune")

@@ -1,36 +1,24 @@
-"""Prefect tasks of the dataset build: thin wrappers around data.stages / data.assemble.
+"""Prefect tasks of the dataset build: thin wrappers around data.stages / data.parts / data.assemble.
 
-Cache keys are content hashes (inputs' sha256, config hash, code version, aligner version, work
-store id), never file paths or run ids, so a re-run with nothing changed hits the cache across
-flow runs and a changed input misses only for the batch that holds it. Inside a batch the work
-store memoizes per utterance, so only the changed input is re-aligned.
+Reuse does not go through Prefect's result cache: a batch's output is a Parquet part in the work store named by the
+hash of its inputs' content, config, code and aligner (data/parts.py), found again by any runner — the process
+pool, a Ray cluster, or a rerun after a kill — and per-utterance work inside a batch is memoized by content too.
+Tasks return counts only, so the flow's memory does not grow with the corpus.
 """
 
 from __future__ import annotations
-
-from datetime import timedelta
-from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from configs.dataset import DatasetConfig
-from data import stages
+from data import fs, stages
 from data.assemble import assemble, verify_version
-from data.records import Aligned, Prepared, Reject, Scanned
-from data.store import WorkStore, sha256_text
+from data.parts import BatchInput, plan_batches, process_batch
+from data.records import Reject, Scanned
+from data.store import WorkStore
 from data.tokens import tokenizer_id
 from data.versioning import code_version, dataset_version_id
-
-
-def _batch_key(kind: str, parameters: dict, extra: str = "") -> str:
-    cfg: DatasetConfig = parameters["cfg"]
-    store = WorkStore(parameters["work_dir"])
-    contents = []
-    for rec in parameters["batch"]:
-        scanned = rec if isinstance(rec, Scanned) else rec.scanned if isinstance(rec, Prepared) else None
-        contents.append(scanned.content_key if scanned else f"reject:{rec.utt_id}:{rec.reason}")
-    return sha256_text(kind, cfg.config_hash(), code_version(), store.store_id, extra, *contents)
 
 
 @task(name="scan-corpus", cache_policy=NO_CACHE)
@@ -45,37 +33,51 @@ def scan_corpus(corpus: str) -> tuple[list[Scanned], list[Reject]]:
 def plan_version(scanned: list[Scanned], scan_rejects: list[Reject], cfg: DatasetConfig,
                  output_root: str) -> dict:
     aligner_version = stages.shared_aligner(cfg).version
-    version_id = dataset_version_id(scanned, scan_rejects, cfg, aligner_version, tokenizer_id(cfg.tokenizer))
-    version_dir = Path(output_root) / cfg.name / version_id
+    tokenizer = tokenizer_id(cfg.tokenizer)
+    version_id = dataset_version_id(scanned, scan_rejects, cfg, aligner_version, tokenizer)
+    version_dir = fs.join(output_root, cfg.name, version_id)
     existing = verify_version(version_dir)
-    return {"version_id": version_id, "version_dir": str(version_dir), "aligner_version": aligner_version,
-            "code_version": code_version(), "existing": existing}
+    return {"version_id": version_id, "version_dir": version_dir, "aligner_version": aligner_version,
+            "code_version": code_version(), "tokenizer": tokenizer, "existing": existing}
 
 
-@task(name="prepare-audio", cache_key_fn=lambda ctx, p: _batch_key("prepare", p),
-      cache_expiration=timedelta(days=30))
-def prepare_batch(batch: list[Scanned], cfg: DatasetConfig, work_dir: str) -> list[Prepared | Reject]:
-    return stages.prepare(batch, cfg, WorkStore(work_dir), code_version())
+@task(name="plan-batches", cache_policy=NO_CACHE)
+def plan_build_batches(scanned: list[Scanned], cfg: DatasetConfig) -> list[BatchInput]:
+    return plan_batches(scanned, cfg)
 
 
-@task(name="align", retries=2, retry_delay_seconds=[2, 10],
-      cache_key_fn=lambda ctx, p: _batch_key("align", p, stages.shared_aligner(p["cfg"]).version),
-      cache_expiration=timedelta(days=30))
-def align_batch(batch: list[Prepared | Reject], cfg: DatasetConfig, work_dir: str) -> tuple[list[Aligned | Reject], dict]:
+def _versions(plan: dict) -> dict:
+    return {k: plan[k] for k in ("code_version", "aligner_version", "tokenizer")}
+
+
+@task(name="prepare-align", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 10])
+def build_batch(batch: BatchInput, cfg: DatasetConfig, work_dir: str, plan: dict) -> dict:
     """Aligner failures on one utterance become rejects; a crash of the aligner itself is retried."""
-    passed = [r for r in batch if isinstance(r, Reject)]
-    prepared = [r for r in batch if isinstance(r, Prepared)]
-    results, stats = stages.align(prepared, cfg, WorkStore(work_dir), code_version())
-    get_run_logger().info("aligned %d, reused %d, failed %d", stats.aligned, stats.reused, stats.failed)
-    return results + passed, {"aligned": stats.aligned, "reused": stats.reused, "failed": stats.failed,
-                              "aligned_ids": stats.utt_ids, "seconds_audio": stats.seconds_audio}
+    result = process_batch(batch, cfg, WorkStore(work_dir), **_versions(plan))
+    get_run_logger().info("batch %d: aligned %d, reused %d, failed %d", batch.index, result.aligned_now,
+                          result.reused, result.failed)
+    return result.to_json()
+
+
+@task(name="prepare-align-on-ray", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=5)
+def build_batches_on_ray(batches: list[BatchInput], cfg: DatasetConfig, work_dir: str, plan: dict,
+                         ray_address: str, workers: int | None) -> list[dict]:
+    from data.distributed import run_batches
+
+    logger = get_run_logger()
+    results = []
+    for n, result in enumerate(run_batches(batches, cfg, work_dir, address=ray_address, workers=workers,
+                                           **_versions(plan)), start=1):
+        results.append(result.to_json())
+        if n % 50 == 0 or n == len(batches):
+            logger.info("%d/%d batches built on Ray", n, len(batches))
+    return sorted(results, key=lambda r: r["index"])
 
 
 @task(name="assemble-dataset", cache_policy=NO_CACHE)
-def assemble_dataset(results: list[Aligned | Reject], scan_rejects: list[Reject], n_inputs: int,
-                     cfg: DatasetConfig, work_dir: str, plan: dict) -> dict:
-    aligned = [r for r in results if isinstance(r, Aligned)]
-    rejects = [r for r in results if isinstance(r, Reject)] + list(scan_rejects)
-    return assemble(Path(plan["version_dir"]), aligned, rejects, n_inputs, cfg, WorkStore(work_dir),
+def assemble_dataset(results: list[dict], scan_rejects: list[Reject], n_inputs: int, cfg: DatasetConfig,
+                     work_dir: str, plan: dict) -> dict:
+    keys = [r["part_key"] for r in sorted(results, key=lambda r: r["index"])]
+    return assemble(plan["version_dir"], keys, scan_rejects, n_inputs, cfg, WorkStore(work_dir),
                     version_id=plan["version_id"], aligner_version=plan["aligner_version"],
                     code_version=plan["code_version"])

@@ -9,6 +9,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# a real S3-compatible server (moto, a separate process on 127.0.0.1) for the object-storage tests
+from s3_server import s3_bucket, s3_server  # noqa: E402,F401  (fixtures)
+
 
 def record_drill(drill: str, **values) -> None:
     """A reliability drill's measurements, appended (JSON lines) to ``$WHISPERLINE_DRILL_REPORT`` when it is set:

@@ -52,7 +52,11 @@ def bad_corpus(tmp_path_factory, realspeech: Path) -> tuple[Path, dict[str, str]
     bad("empty", "empty_audio")
     sf.write(wav / "silent.wav", np.zeros(rate * 2, dtype=np.float32), rate, subtype="PCM_16")
     bad("silent", "silent_audio")
-    sf.write(wav / "too_long.wav", np.tile(good_audio, 20)[: rate * 31], rate, subtype="PCM_16")
+    # over 30 s is long-form (segmented at aligned pauses), but one sentence cannot cover 31 s of speech
+    sf.write(wav / "long_one_sentence.wav", np.tile(good_audio, 20)[: rate * 31], rate, subtype="PCM_16")
+    bad("long_one_sentence", "transcript_mismatch")
+    # over the longest recording the build accepts (max_recording_s = 40 s in the test's config)
+    sf.write(wav / "too_long.wav", np.tile(good_audio, 30)[: rate * 41], rate, subtype="PCM_16")
     bad("too_long", "too_long")
     sf.write(wav / "too_short.wav", good_audio[: rate // 20], rate, subtype="PCM_16")
     bad("too_short", "too_short")
@@ -82,7 +86,7 @@ def bad_corpus(tmp_path_factory, realspeech: Path) -> tuple[Path, dict[str, str]
 
 def test_every_bad_input_is_rejected_with_its_reason(prefect_server, bad_corpus, tmp_path: Path):
     corpus, expected = bad_corpus
-    cfg = DatasetConfig(name="faulty", shard_size=4, align_batch_size=4, split_by="utterance")
+    cfg = DatasetConfig(name="faulty", shard_size=4, align_batch_size=4, split_by="utterance", max_recording_s=40)
     summary = run_build(str(corpus), str(tmp_path), cfg, workers=2)
     counts = summary["counts"]
     n_inputs = len(GOOD) + 2 + len(expected)

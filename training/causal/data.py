@@ -3,7 +3,8 @@ and the collation of a batch of utterances into one sample-point batch.
 
 Every rank reads the same manifest-listed samples and takes its own slice of a seeded per-epoch permutation, with
 the same number of batches on every rank (DDP needs one all-reduce per step on every rank; shard-level splitting
-would give ranks unequal counts on small datasets). Reading goes through webdataset in secure mode.
+would give ranks unequal counts on small datasets). Reading goes through webdataset in secure mode; a version dir
+may be a local path or an ``s3://…`` URL (data/fs.py: dataset.json, the manifest and the shards are read from it).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from data import fs
 from data.manifest import read_manifest
 from data.shards import iter_shard_samples
 from training.causal.samples import Row, draw_sample_points, pad_rows, target_row, tokens_done, valid_boundaries
@@ -51,7 +53,7 @@ class TrainUtterance:
 
 def dataset_ref(version_dir: str | Path) -> dict:
     """What a run records about a dataset version: name, version id, counts, shard hashes."""
-    info = json.loads((Path(version_dir) / "dataset.json").read_text())
+    info = json.loads(fs.read_text(fs.join(version_dir, "dataset.json")))
     return {"name": info["config"]["name"], "version_id": info["version_id"], "path": str(version_dir),
             "accepted": info["counts"]["accepted"], "tokenizer": info.get("tokenizer", info["config"]["tokenizer"])}
 
@@ -71,10 +73,10 @@ def check_tokenizer(model_name: str, version_dirs: Sequence[str | Path]) -> None
 
 def read_utterances(version_dir: str | Path, splits: Sequence[str]) -> list[TrainUtterance]:
     """All accepted samples of ``splits``, sorted by key; every manifest row must come back from the shards."""
-    root = Path(version_dir)
-    if not (root / "dataset.json").exists():
+    root = str(version_dir) if fs.is_remote(str(version_dir)) else Path(version_dir)
+    if not fs.exists(fs.join(root, "dataset.json")):
         raise DatasetError(f"{root}: not a dataset version (dataset.json missing)")
-    version_id = json.loads((root / "dataset.json").read_text())["version_id"]
+    version_id = json.loads(fs.read_text(fs.join(root, "dataset.json")))["version_id"]
     manifest = read_manifest(root).to_pylist()
     wanted = {r["key"] for r in manifest if r["split"] in splits}
     shards = sorted({r["shard"] for r in manifest if r["split"] in splits})
@@ -82,7 +84,7 @@ def read_utterances(version_dir: str | Path, splits: Sequence[str]) -> list[Trai
         raise DatasetError(f"{root}: no samples in splits {list(splits)} (this version has "
                            f"{sorted({r['split'] for r in manifest})})")
     out = []
-    for sample in iter_shard_samples([root / s for s in shards]):
+    for sample in iter_shard_samples([fs.join(root, s) for s in shards]):
         if sample["__key__"] not in wanted:
             continue
         meta = sample["meta"]

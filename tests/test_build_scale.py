@@ -1,0 +1,110 @@
+"""Integration: the dataset build at scale — on a real local Ray cluster (Ray Data actors) vs the process pool, with
+a long-form recording among real utterances, and to a real S3-compatible server process on 127.0.0.1.
+
+The two runners must give byte-identical datasets; the S3 build must equal the local one and publish atomically
+(no marker object → no version); training's reader reads the shards back from S3.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from configs.dataset import DatasetConfig
+from conftest import REPO, copy_realspeech_subset
+
+
+def _cfg(**kw) -> DatasetConfig:
+    return DatasetConfig(**{"name": "scale", "shard_size": 3, "align_batch_size": 2, "split_by": "utterance", **kw})
+
+
+@pytest.fixture(scope="module")
+def mixed_corpus(tmp_path_factory, realspeech: Path) -> Path:
+    """6 real utterances + one ~70 s long-form recording (real LJSpeech sentences with pauses, one transcript)."""
+    from data.longform_fixture import make_longform_recording, read_corpus_parts, write_longform_corpus
+
+    root = copy_realspeech_subset(tmp_path_factory.mktemp("mixed"), realspeech, {"ljspeech": 3, "cmu_arctic": 3})
+    parts = [(audio, text) for _, audio, text in read_corpus_parts(realspeech / "ljspeech")[3:]]
+    chosen, seconds = [], 0.0
+    for audio, text in parts:  # sentences the short utterances above do not use, until past 65 s
+        chosen.append((audio, text))
+        seconds += len(audio) / 16000 + 0.6
+        if seconds > 65:
+            break
+    write_longform_corpus(root / "meeting", {"meeting-0001": make_longform_recording(chosen, 600, seed=1)})
+    return root
+
+
+def _hashes(version_dir: Path) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(version_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(version_dir.rglob("*")) if p.is_file()}
+
+
+def test_ray_and_process_pool_builds_are_byte_identical(prefect_server, ray_cluster, mixed_corpus, tmp_path):
+    from data.manifest import read_manifest
+    from flows.build_dataset import run_build
+
+    pool = run_build(str(mixed_corpus), str(tmp_path / "pool"), _cfg(), workers=2)
+    on_ray = run_build(str(mixed_corpus), str(tmp_path / "ray"), _cfg(), workers=2, ray_address="auto")
+    assert on_ray["version_id"] == pool["version_id"]
+    assert on_ray["aligned_now"] == pool["aligned_now"] == 7  # nothing reused across the two output roots
+    assert _hashes(Path(on_ray["version_dir"])) == _hashes(Path(pool["version_dir"]))
+
+    counts = pool["counts"]
+    assert counts["inputs"] == 7 == counts["accepted"] + counts["rejected"] and counts["rejected"] == 0, counts
+    assert counts["segmented_recordings"] == 1 and counts["utterances"] >= 6 + 3, counts
+    rows = read_manifest(pool["version_dir"]).to_pylist()
+    segments = sorted((r for r in rows if r["recording_id"] == "meeting-0001"), key=lambda r: r["source_start_ms"])
+    assert len(segments) >= 3 and all(r["duration_ms"] <= 30_000 for r in segments)
+    # segments tile the recording in order, keep their source offsets, and share the recording's split
+    assert all(a["source_start_ms"] + a["duration_ms"] <= b["source_start_ms"] for a, b in zip(segments, segments[1:]))
+    assert len({r["split"] for r in segments}) == 1
+    assert [r["id"] for r in segments] == [f"meeting-0001-s{i:03d}" for i in range(len(segments))]
+
+
+def test_build_to_s3_equals_local_and_publishes_by_marker(prefect_server, s3_bucket, mixed_corpus, tmp_path):
+    from data import fs
+    from data.assemble import verify_version
+    from flows.build_dataset import run_build
+    from training.causal.data import read_utterances
+
+    local = run_build(str(mixed_corpus), str(tmp_path / "local"), _cfg(), workers=2)
+    root = f"{s3_bucket}/datasets"  # s3://<fresh bucket>/datasets
+    remote = run_build(str(mixed_corpus), root, _cfg(), workers=2)
+    assert remote["version_dir"] == f"{root}/scale/{local['version_id']}"
+    assert remote["shards"] == local["shards"]
+    local_files = _hashes(Path(local["version_dir"]))
+    assert {n: fs.sha256(fs.join(remote["version_dir"], n)) for n in local_files} == local_files
+    assert not [p for p in fs.listdir(f"{root}/scale") if ".tmp-" in p]  # the temporary prefix is gone
+    assert verify_version(remote["version_dir"], deep=True) is not None
+
+    # training's loader reads the shards from S3 and gets what it gets locally
+    utts_s3 = read_utterances(remote["version_dir"], ["train", "dev", "test"])
+    utts_local = read_utterances(local["version_dir"], ["train", "dev", "test"])
+    assert [u.key for u in utts_s3] == [u.key for u in utts_local] and len(utts_s3) == local["counts"]["utterances"]
+
+    # no marker, no version: withdraw it and the next build republishes it, reusing the work store
+    fs.rm(fs.join(remote["version_dir"], "dataset.json"))
+    assert verify_version(remote["version_dir"]) is None
+    again = run_build(str(mixed_corpus), root, _cfg(), workers=2)
+    assert not again["skipped"] and again["aligned_now"] == 0 and again["shards"] == local["shards"]
+    assert run_build(str(mixed_corpus), root, _cfg(), workers=2)["skipped"]
+
+
+def test_cli_build_on_local_ray_instance(prefect_server, mixed_corpus, tmp_path):
+    """`whisperline data build --ray-address local` in its own process: starts Ray, builds, stops Ray."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**__import__("os").environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+    out = subprocess.run([sys.executable, "-m", "flows.cli", "data", "build", str(mixed_corpus / "cmu_arctic"),
+                          "--output-root", str(tmp_path / "ds"), "--name", "cli", "--workers", "2",
+                          "--ray-address", "local"], cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout[out.stdout.rfind("\n{") + 1 :])
+    assert summary["counts"]["accepted"] == 3 and summary["aligned_now"] == 3
