@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from configs.dataset import DatasetConfig
+from configs.dataset import BuildRuntime, DatasetConfig
 from configs.emma import EmmaConfig, SweepConfig
 from configs.finetune import FinetuneConfig
 from configs.hush_word import HushWordConfig
@@ -39,6 +39,7 @@ class PipelineConfig(BaseModel):
     al_budget_ms: float | None = Field(None, gt=0, description="promotion rule; default: the causal run's AL")
     lock_timeout_s: float = Field(6 * 3600, ge=0, description="how long to wait for another pipeline on output_root")
     dataset: DatasetConfig = DatasetConfig()
+    build: BuildRuntime = BuildRuntime()  # the profile's `build:` (where the dataset builds run: a Ray address)
     # Real speech (--realspeech): split by speaker where a corpus has several, by utterance where it has one; a
     # large test share, because real speech is what the headline numbers are measured on (train trains, dev
     # selects, test is only reported).
@@ -106,6 +107,8 @@ def load_pipeline_config(path: str | None, **overrides: object) -> PipelineConfi
         values = dict(profile.get("pipeline", {}))
         if "dataset" in profile:
             values["dataset"] = {**profile["dataset"], **values.get("dataset", {})}
+        if "build" in profile:
+            values["build"] = {**(profile["build"] or {}), **values.get("build", {})}
         for section in ("finetune", "emma_sweep"):
             merged = {**profile.get(section, {}), **values.get(section, {})}
             if section == "emma_sweep":

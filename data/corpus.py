@@ -115,7 +115,11 @@ def read_corpus(spec: str | Path) -> Scan:
         recordings, _, supervisions = text[len("lhotse:") :].partition(",")
         if not supervisions:
             raise ValueError("lhotse corpus spec is 'lhotse:<recordings>,<supervisions>'")
-        items, rejects = read_lhotse(Path(recordings), Path(supervisions))
+        # manifests in object storage are fetched to temporary files (lhotse reads local paths); the audio they
+        # name stays where it is
+        with fs.local_copy(recordings) as rec_file, fs.local_copy(supervisions) as sup_file:
+            items, rejects = read_lhotse(Path(rec_file), Path(sup_file),
+                                         corpus=Path(fs.name(supervisions)).name.split(".")[0])
     elif fs.is_remote(text):
         url = _loc(text)
         if not fs.exists(url):
@@ -292,7 +296,8 @@ def read_table(manifest: str | Path, rows: Iterable[dict]) -> tuple[list[CorpusI
     return items, rejects
 
 
-def read_lhotse(recordings: Path, supervisions: Path) -> tuple[list[CorpusItem], list[ScanReject]]:
+def read_lhotse(recordings: Path, supervisions: Path, corpus: str | None = None
+                ) -> tuple[list[CorpusItem], list[ScanReject]]:
     """Lhotse RecordingSet + SupervisionSet (``lhotse prepare librispeech|commonvoice``, data/recipes.py).
 
     One item per supervision, over ``start``/``duration`` of its recording. The build reads audio files itself
@@ -308,7 +313,7 @@ def read_lhotse(recordings: Path, supervisions: Path) -> tuple[list[CorpusItem],
         raise ImportError("reading lhotse manifests needs `pip install whisperline[lhotse]`") from err
     recs = load_manifest(recordings)
     sups = load_manifest(supervisions)
-    corpus = supervisions.name.split(".")[0]
+    corpus = corpus or supervisions.name.split(".")[0]
     items: list[CorpusItem] = []
     rejects: list[ScanReject] = []
     for sup in sups:

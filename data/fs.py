@@ -327,12 +327,9 @@ def local_copy(path: str | os.PathLike) -> Iterator[str]:
     if not is_remote(text):
         yield _local(text)
         return
-    suffix = os.path.splitext(name(text))[1]
-    fd, tmp = tempfile.mkstemp(suffix=suffix)
-    try:
-        with os.fdopen(fd, "wb") as out, open_read(text) as src:
+    # the same file name in a temporary folder: libraries pick the format by the full suffix (".jsonl.gz")
+    with tempfile.TemporaryDirectory(prefix="whisperline-fetch-") as folder:
+        tmp = os.path.join(folder, name(text))
+        with open(tmp, "wb") as out, open_read(text) as src:
             shutil.copyfileobj(src, out, BLOCK)
         yield tmp
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)

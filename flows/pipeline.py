@@ -47,15 +47,19 @@ def _stages(config: PipelineConfig, realspeech: str | None) -> dict:
         times[name] = round(time.perf_counter() - t0, 1)
         return result
 
-    # build_dataset runs serially as a subflow; `whisperline data build` is the parallel path for large corpora
+    # build_dataset runs as a subflow: serially, or on Ray when the profile names an address (`build.ray_address`);
+    # `whisperline data build` is the process-pool path for large corpora without a cluster
     root = Path(config.output_root).resolve()
     corpus = synthesize_corpus(str(root), config.n_synth)
     data_cfg = config.dataset.model_copy(update={"name": "synth"})
-    synth = timed("build_dataset", build_dataset, corpus=corpus, output_root=str(root / "datasets"), config=data_cfg)
+    on_ray = {"ray_address": config.build.ray_address, "workers": config.build.workers}
+    synth = timed("build_dataset", build_dataset, corpus=corpus, output_root=str(root / "datasets"), config=data_cfg,
+                  **on_ray)
     datasets, validation = [synth["version_dir"]], [synth["version_dir"]]
     out["build_dataset"] = {"synthetic": synth}
     if realspeech:
-        real = build_dataset(corpus=realspeech, output_root=str(root / "datasets"), config=config.real_dataset())
+        real = build_dataset(corpus=realspeech, output_root=str(root / "datasets"), config=config.real_dataset(),
+                             **on_ray)
         datasets.append(real["version_dir"])
         validation = [real["version_dir"]]
         out["build_dataset"]["realspeech"] = real

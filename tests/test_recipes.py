@@ -197,7 +197,7 @@ def _write_longform(folder: Path, realspeech: Path) -> dict[str, tuple[str, str,
             "bob-call": (arctic["cmu_us_axb_a0004"], "bob", len(call) / 16000)}
 
 
-def test_longform_folder_one_supervision_per_recording(tmp_path, realspeech):
+def test_longform_folder_one_supervision_per_recording(tmp_path, realspeech, s3_bucket):
     folder = tmp_path / "team recordings"
     expected = _write_longform(folder, realspeech)
     assert expected["linda_meeting-2024-05-03"][2] > 30  # the build cuts it, the recipe does not
@@ -214,6 +214,17 @@ def test_longform_folder_one_supervision_per_recording(tmp_path, realspeech):
         assert item.start_s == 0.0
         assert item.duration_s == pytest.approx(seconds, abs=0.01)
         assert item.duration_s == pytest.approx(sf.info(item.audio_path).duration, abs=0.01)
+
+    # the manifests may live in object storage (a real S3 server process): same items
+    from data import fs
+
+    remote = {}
+    for kind in ("recordings", "supervisions"):
+        local = getattr(prepared, kind)
+        remote[kind] = f"{s3_bucket}/manifests/{local.name}"
+        fs.put_file(local, remote[kind])
+    from_s3 = read_corpus(f"lhotse:{remote['recordings']},{remote['supervisions']}")
+    assert from_s3 == scan
 
     from lhotse import load_manifest
 
