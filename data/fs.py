@@ -59,6 +59,12 @@ def _local(path: str | os.PathLike) -> str:
     return split_protocol(_str(path))[1]
 
 
+def absolute(path: str | os.PathLike) -> str:
+    """A local path made absolute (other processes, e.g. Ray workers, have other working directories); URLs as is."""
+    text = _str(path)
+    return text if is_remote(text) else os.path.abspath(_local(text))
+
+
 def join(base: str | os.PathLike, *parts: str | os.PathLike) -> str:
     """``base/part/…``: os.path.join locally; for URLs '/'-joined without doubled slashes (the scheme kept)."""
     text = _str(base)

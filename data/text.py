@@ -1,49 +1,49 @@
 """Transcript words: what is shown (tokenized for Whisper) versus what is aligned.
 
-A transcript is split on whitespace into display words ("Printing," "Steels,").  Each gets a
-normalized form for the aligners: lowercase, letters/digits/apostrophes only ("printing").
-A display word whose normalized form is empty (a lone dash, "&") is glued to the word before it
-so that every display word has exactly one aligned span and counts always reconcile.
+A transcript is split on whitespace into display words ("Printing," "$1,250"). The display word is
+what Whisper is trained on, casing and punctuation kept. Each also gets its spoken form for the
+aligners (data.verbalize): lowercase words a speaker says, several of them where the writing is
+compact ("$1,250" → "one thousand two hundred fifty dollars", "Dr." → "doctor"). Aligners take a
+multi-word spoken form as one item and return one span for it (data.aligners.base).
+A display word with no spoken form (a lone dash, quotes) is glued to the word before it, so that
+every display word has exactly one aligned span and counts always reconcile; a symbol that is said
+("&" → "and", "%" → "percent") is a word of its own.
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from dataclasses import dataclass
 
-_KEEP = re.compile(r"[^a-z0-9'-]+")
-_HYPHENS = re.compile(r"-{2,}")
+from data.verbalize import verbalize
 
 
 @dataclass(frozen=True, slots=True)
 class TranscriptWord:
     text: str  # as written in the transcript, punctuation and case kept
-    norm: str  # what the aligner sees
+    norm: str  # what the aligner sees: spoken words, space-separated ("one thousand dollars")
 
 
 def normalize_word(word: str) -> str:
-    """Lowercase ASCII letters, digits, inner apostrophes and inner hyphens.
+    """Spoken form of one display word: lowercase ASCII words (letters, inner apostrophes and hyphens).
 
-    "'em" keeps its apostrophe; "forty-two" keeps its hyphen so that aligners can pronounce a
-    hyphenated word as its parts (gluing them, "fortytwo", makes a word no dictionary has).
+    "'em" keeps its apostrophe inside ("em"); "forty-two" keeps its hyphen so that aligners can
+    pronounce a hyphenated word as its parts (gluing them, "fortytwo", makes a word no dictionary
+    has). Digits and symbols become words ("3rd" → "third"); '' when nothing in it is said.
+    Depends on the word alone, never on its neighbours (data.synth relies on that).
     """
-    # Typographic apostrophes first: the ASCII fold below would drop them ("I’ll" → "ill").
-    word = word.replace("\u2019", "'").replace("\u02bc", "'")
-    ascii_word = unicodedata.normalize("NFKD", word).encode("ascii", "ignore").decode().lower()
-    return _HYPHENS.sub("-", _KEEP.sub("", ascii_word)).strip("'-")
+    return verbalize(word)
 
 
 def transcript_words(transcript: str) -> list[TranscriptWord]:
-    """Split a transcript into display words with normalized forms; never returns empty norms."""
+    """Split a transcript into display words with spoken forms; never returns empty norms."""
     words: list[TranscriptWord] = []
-    pending = ""  # punctuation-only tokens before the first real word
+    pending = ""  # unspoken tokens before the first real word
     for raw in transcript.split():
         norm = normalize_word(raw)
         if norm:
             words.append(TranscriptWord(f"{pending}{raw}", norm))
             pending = ""
-        elif words:  # punctuation-only token: attach to the previous word
+        elif words:  # unspoken token (punctuation): attach to the previous word
             prev = words[-1]
             words[-1] = TranscriptWord(f"{prev.text} {raw}", prev.norm)
         else:
@@ -52,5 +52,5 @@ def transcript_words(transcript: str) -> list[TranscriptWord]:
 
 
 def normalize_transcript(transcript: str) -> str:
-    """The normalized transcript stored in the manifest: space-joined normalized words."""
+    """The normalized transcript stored in the manifest: the space-joined spoken words."""
     return " ".join(w.norm for w in transcript_words(transcript))

@@ -28,6 +28,7 @@ MAX_LISTED_IDS = 10_000  # the summary lists the utterances aligned now up to th
 def build_dataset(corpus: str, output_root: str = "outputs/datasets", config: DatasetConfig | None = None,
                   ray_address: str | None = None, workers: int | None = None) -> dict:
     cfg = config or DatasetConfig()
+    output_root = fs.absolute(output_root)  # Ray workers do not share the driver's working directory
     work_dir = fs.join(output_root, ".work")
     scanned, scan_rejects = scan_corpus(corpus)
     plan = plan_version(scanned, scan_rejects, cfg, output_root)

@@ -55,13 +55,14 @@ class MfaAligner(Aligner):
             raise AlignerUnavailable(f"`{self.mfa_bin} version` failed ({err}); {INSTALL_HINT}") from None
         return f"mfa-{out.stdout.strip()}|{self.acoustic_model}|{self.dictionary}|beam{self.beam}-{self.retry_beam}"
 
-    def align(self, audio: np.ndarray, words: Sequence[str]) -> list[WordSpan]:
-        result = self.align_many([AlignItem("utt", audio, tuple(words))])[0]
+    def align_spoken(self, audio: np.ndarray, words: Sequence[str],
+                     groups: Sequence[int] | None = None) -> list[WordSpan]:
+        result = self.align_spoken_many([AlignItem("utt", audio, tuple(words), groups and tuple(groups))])[0]
         if isinstance(result, AlignmentError):
             raise result
         return result
 
-    def align_many(self, items: Sequence[AlignItem]) -> list[list[WordSpan] | AlignmentError]:
+    def align_spoken_many(self, items: Sequence[AlignItem]) -> list[list[WordSpan] | AlignmentError]:
         if not items:
             return []
         import soundfile as sf

@@ -42,7 +42,8 @@ class WhisperDtwAligner(Aligner):
         return (f"whisper-dtw-{package_version('openai-whisper')}|{self.model_name}-{self._sha[:12]}"
                 f"|medfilt{self.medfilt_width}")
 
-    def align(self, audio: np.ndarray, words: Sequence[str]) -> list[WordSpan]:
+    def align_spoken(self, audio: np.ndarray, words: Sequence[str],
+                     groups: Sequence[int] | None = None) -> list[WordSpan]:
         import torch
         from whisper.audio import HOP_LENGTH, N_FRAMES, N_SAMPLES, log_mel_spectrogram
         from whisper.timing import find_alignment
