@@ -192,10 +192,14 @@ def table(result: dict) -> str:
              f"Long-form: {json.dumps(result['long_form'])}", ""]
     tr = result.get("transcripts")
     if tr:
-        lines += [f"Real-world transcripts fixture: {json.dumps(tr.get('fixture', {}).get('rejects_by_reason', {}))} "
-                  f"rejects of {tr.get('fixture', {}).get('n')}", "",
-                  f"Real speech: {json.dumps(tr.get('realspeech', {}).get('rejects_by_reason', {}))} aligner rejects of "
-                  f"{tr.get('realspeech', {}).get('n')}", ""]
+        for key, label in (("fixture", "50 real-world transcripts (espeak-ng's reading)"),
+                           ("human_readings", "fixture transcripts in common human readings"),
+                           ("realspeech", "every real utterance (realspeech + realspeech-more)")):
+            part = tr.get(key)
+            if part:
+                lines += [f"- {label}: {part['utterances']} utterances, aligner rejects {json.dumps(part['rejects'])}"
+                          + (f" (known mismatched transcripts: {sorted(part.get('known_mismatched', {}))})"
+                             if part.get("known_mismatched") else ""), ""]
     return "\n".join(lines)
 
 
