@@ -10,7 +10,6 @@ import sys
 import pytest
 
 from data import fs
-from s3_server import s3_bucket, s3_server  # noqa: F401  (fixtures)
 
 
 @pytest.fixture(params=["local", "s3"])

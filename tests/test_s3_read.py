@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from data import fs
-from s3_server import s3_bucket, s3_server  # noqa: F401  (fixtures)
 
 N_UTTS = 4
 
