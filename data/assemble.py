@@ -60,7 +60,6 @@ def assemble(version_dir: str | Path, part_keys: Sequence[str], scan_rejects: Se
     tokenizer = tokenizer_id(cfg.tokenizer)
 
     rejects = [reject_row(r) for r in scan_rejects]
-    counts: Counter = Counter()
     per_split: Counter = Counter()
     recordings: set[str] = set()
     segmented: set[str] = set()
@@ -89,9 +88,8 @@ def assemble(version_dir: str | Path, part_keys: Sequence[str], scan_rejects: Se
             shards = writer.close()
         kill_point("assemble.split_written")
         fs.put_file(manifest_path, fs.join(tmp, "manifest.parquet"))
-    counts.update(accepted=len(recordings), rejected=len(rejects))
-    if n_inputs != counts["accepted"] + counts["rejected"]:
-        raise CountMismatch(f"inputs {n_inputs} != accepted {counts['accepted']} + rejected {counts['rejected']}")
+    if n_inputs != len(recordings) + len(rejects):
+        raise CountMismatch(f"inputs {n_inputs} != accepted {len(recordings)} + rejected {len(rejects)}")
     rejects.sort(key=lambda r: (r["id"], r["stage"]))
     _write_table(fs.join(tmp, "rejects.parquet"), rejects, REJECTS_SCHEMA)
 
@@ -106,8 +104,8 @@ def assemble(version_dir: str | Path, part_keys: Sequence[str], scan_rejects: Se
         "sample_rate": SAMPLE_RATE,
         "counts": {
             "inputs": n_inputs,
-            "accepted": counts["accepted"],
-            "rejected": counts["rejected"],
+            "accepted": len(recordings),
+            "rejected": len(rejects),
             "utterances": sum(per_split.values()),
             "segmented_recordings": len(segmented),
             "per_split": dict(sorted(per_split.items())),

@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator, Sequence
 
 from configs.dataset import DatasetConfig
-from data.parts import BatchInput, BatchResult
+from data.parts import BatchInput, BatchResult, process_batch
 
 # What a worker must see of the driver's environment on a cluster it did not start (object storage, chaos drills).
 _ENV_PREFIXES = ("AWS_", "FSSPEC_", "WHISPERLINE_")
@@ -42,8 +42,6 @@ class _BatchWorker:
                                "the cluster's image differs from the driver's")
 
     def __call__(self, batch: dict) -> dict:
-        from data.parts import process_batch
-
         results = [process_batch(BatchInput.from_json(json.loads(text)), self.cfg, self.store, **self.kw)
                    for text in batch["batch"]]
         return {"result": [json.dumps(r.to_json()) for r in results]}

@@ -121,9 +121,9 @@ class AlignStats:
     utt_ids: list[str] = field(default_factory=list)  # the ones aligned now
 
 
-def align_key(p: Prepared, aligner_version: str, code_version: str, cfg: DatasetConfig | None = None) -> str:
+def align_key(p: Prepared, aligner_version: str, code_version: str, cfg: DatasetConfig) -> str:
     base = sha256_text("align", p.audio_sha256, " ".join(w.norm for w in p.words), aligner_version, code_version)
-    if cfg is not None and is_long_form(p, cfg):  # its segments also depend on the cut length and the clip format
+    if is_long_form(p, cfg):  # its segments also depend on the cut length and the clip format
         return sha256_text(base, "long-form", str(cfg.max_duration_s), cfg.audio_format)
     return base
 
@@ -160,7 +160,6 @@ def align(batch: Sequence[Prepared], cfg: DatasetConfig, store: WorkStore, code_
     for p in todo:
         if is_long_form(p, cfg):
             store.put_json("align", key[id(p)], _align_long_form(p, cfg, store, get()))
-    for p in todo:
         stats.aligned += 1
         stats.utt_ids.append(p.scanned.item.utt_id)
         stats.seconds_audio += p.duration_ms / 1000
