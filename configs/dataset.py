@@ -35,6 +35,9 @@ class DatasetConfig(BaseModel):
     split_by: Literal["auto", "speaker", "utterance"] = "auto"
     splits: dict[str, float] = Field(default_factory=lambda: {"train": 0.9, "dev": 0.05, "test": 0.05})
     split_salt: str = "whisperline-v1"
+    # "none": each group hashed on its own (stable as the corpus grows); "words": groups dealt so that each split's
+    # share of the transcript words matches its fraction (small evaluation corpora, data.splits.assign_balanced)
+    split_balance: Literal["none", "words"] = "none"
     align_batch_size: int = Field(16, ge=1, description="utterances per align task (Prefect tasks are coarse)")
 
     @field_validator("splits")

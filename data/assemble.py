@@ -61,6 +61,8 @@ def assemble(version_dir: str | Path, part_keys: Sequence[str], scan_rejects: Se
 
     rejects = [reject_row(r) for r in scan_rejects]
     per_split: Counter = Counter()
+    words_per_split: Counter = Counter()  # aligned transcript words: what an evaluation set's size is stated in
+    speakers_per_split: dict[str, set[tuple[str, str]]] = {}
     recordings: set[str] = set()
     segmented: set[str] = set()
     audio_ms = 0
@@ -81,6 +83,8 @@ def assemble(version_dir: str | Path, part_keys: Sequence[str], scan_rejects: Se
                         cfg.audio_format, {k: row[k] for k in _SHARD_META}))
                     manifest.add({**row, "shard": shard, "offset": offset})
                     per_split[row["split"]] += 1
+                    words_per_split[row["split"]] += len(row["words"])
+                    speakers_per_split.setdefault(row["split"], set()).add((row["corpus"], row["speaker"]))
                     audio_ms += row["duration_ms"]
                     if row["recording_id"] != row["id"]:
                         segmented.add(row["recording_id"])
@@ -109,6 +113,8 @@ def assemble(version_dir: str | Path, part_keys: Sequence[str], scan_rejects: Se
             "utterances": sum(per_split.values()),
             "segmented_recordings": len(segmented),
             "per_split": dict(sorted(per_split.items())),
+            "words_per_split": dict(sorted(words_per_split.items())),
+            "speakers_per_split": {k: len(v) for k, v in sorted(speakers_per_split.items())},
             "rejects_by_reason": dict(sorted(Counter(r["reason"] for r in rejects).items())),
             "audio_ms": audio_ms,
         },

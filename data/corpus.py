@@ -31,6 +31,15 @@ from pathlib import Path, PurePosixPath
 from data import fs
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
+# Transcriber annotations that are not words said: [laughter], [noise], <unk>, <cutoff-montreal> (a cut-off
+# fragment). They are dropped from the reference: Whisper writes none of them, an aligner cannot pronounce them,
+# and a cut-off fragment is not the word it names. An utterance that is only annotations is rejected.
+_ANNOTATION = re.compile(r"^(\[[^\]\s]*\]|<[^>\s]*>)$")
+
+
+def strip_annotations(text: str) -> str:
+    """``text`` without transcriber annotations (whitespace-separated ``[…]`` / ``<…>`` tokens)."""
+    return " ".join(t for t in text.split() if not _ANNOTATION.match(t))
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -202,7 +211,11 @@ def read_folder(folder: str | Path) -> tuple[list[CorpusItem], list[ScanReject]]
                                       "no audio file for this transcript line"))
             continue
         speaker = speakers.get(utt_id) or speaker_from_id(utt_id) or _name(folder)
-        items.append(CorpusItem(utt_id, str(path), text, speaker, _name(folder)))
+        spoken = strip_annotations(text)
+        if not spoken:
+            rejects.append(ScanReject(utt_id, str(path), "annotations_only", text[:200]))
+            continue
+        items.append(CorpusItem(utt_id, str(path), spoken, speaker, _name(folder)))
     for stem, path in audio.items():
         if stem not in seen:
             rejects.append(ScanReject(stem, str(path), "missing_transcript", "audio file has no line in transcripts.tsv"))

@@ -24,7 +24,7 @@ from data import fs
 from data.corpus import CorpusItem, sample_key
 from data.manifest import PART_SCHEMA, REJECTS_SCHEMA
 from data.records import Aligned, Reject, Scanned
-from data.splits import assign_split, split_groups
+from data.splits import assign_balanced, assign_split, split_groups
 from data.stages import align, prepare, shared_aligner
 from data.store import WorkStore, sha256_text
 from data.tokens import token_end_times, word_tokens
@@ -165,7 +165,11 @@ def plan_batches(scanned: Sequence[Scanned], cfg: DatasetConfig) -> list[BatchIn
     """Assign splits (this needs the whole corpus: `auto` counts a corpus's speakers) and cut the build order —
     sorted by (split, key), so that the parts read back in batch order are the shards' order — into batches."""
     items = [s.item for s in scanned]
-    splits = [assign_split(g, cfg.splits, cfg.split_salt) for g in split_groups(items, cfg.split_by)]
+    groups = split_groups(items, cfg.split_by)
+    if cfg.split_balance == "words":
+        splits = assign_balanced(groups, [len(i.transcript.split()) for i in items], cfg.splits, cfg.split_salt)
+    else:
+        splits = [assign_split(g, cfg.splits, cfg.split_salt) for g in groups]
     order = sorted(range(len(items)), key=lambda i: (splits[i], sample_key(items[i].utt_id)))
     size = cfg.align_batch_size
     return [BatchInput(n, tuple(scanned[i] for i in order[start : start + size]),

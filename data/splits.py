@@ -1,7 +1,13 @@
 """Stable train/dev/test assignment by hashing a group id (speaker or utterance), never by position.
 
 Adding or removing other utterances never moves an utterance to another split, and with
-`split_by="speaker"` no speaker is in two splits. `split_by="auto"` splits each corpus by speaker when it has
+`split_by="speaker"` no speaker is in two splits.
+
+`split_balance="words"` (``assign_balanced``) trades that stability for sizes: a small real corpus has a few large
+groups (five speakers hold 500 words of one folder), and a plain hash lands most of them on one side, so a 40/60 dev/test
+plan came out 265/1349 words. Balanced assignment deals the groups largest first (ties in hash order) to the split
+furthest below its share of the words (the classic longest-first rule: a large group dealt late cannot be balanced): the result depends on the whole corpus (a new speaker can move others), which is
+fine for an evaluation corpus that is rebuilt as one version, not for a growing training corpus. `split_by="auto"` splits each corpus by speaker when it has
 several known speakers and by utterance otherwise (a corpus that grows from one speaker to two switches once).
 """
 
@@ -38,3 +44,25 @@ def assign_split(group: str, splits: dict[str, float], salt: str) -> str:
         if point < cumulative:
             return name
     return next(n for n in reversed(names) if splits[n] > 0)  # float round-off at the top end
+
+
+def assign_balanced(groups: Sequence[str], weights: Sequence[float], splits: dict[str, float], salt: str
+                    ) -> list[str]:
+    """A split per item such that every group stays in one split and each split's share of the total weight (words)
+    is as close to its fraction as whole groups allow. Groups are dealt largest first, equal sizes in the order of
+    their hash (``salt``); what decides is the sizes, never the content; deterministic for one corpus."""
+    if len(groups) != len(weights):
+        raise ValueError(f"{len(groups)} groups for {len(weights)} weights")
+    size: dict[str, float] = defaultdict(float)
+    for g, w in zip(groups, weights, strict=True):
+        size[g] += w
+    total = sum(size.values()) or 1.0
+    names = sorted(n for n in splits if splits[n] > 0)
+    filled = {n: 0.0 for n in names}
+    chosen: dict[str, str] = {}
+    for g in sorted(size, key=lambda g: (-size[g], hashlib.sha256(f"{salt}\x1f{g}".encode()).digest())):
+        # the split whose remaining room (target minus filled) is largest takes the group; ties by name
+        name = max(names, key=lambda n: (splits[n] * total - filled[n], -names.index(n)))
+        chosen[g] = name
+        filled[name] += size[g]
+    return [chosen[g] for g in groups]

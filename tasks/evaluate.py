@@ -9,22 +9,30 @@ from prefect.cache_policies import NO_CACHE
 from training.evaluation.systems import SystemSpec
 
 
+def artifact_dirs(specs: list[SystemSpec]) -> list[str]:
+    """Every trained artifact the specs score: adapters, EMMA policies, hush words (each once)."""
+    return list(dict.fromkeys(d for s in specs for d in (s.adapter_dir, s.emma_dir, s.hush_dir) if d))
+
+
 @task(name="evaluate-systems", cache_policy=NO_CACHE)
 def evaluate_held_out(specs: list[SystemSpec], test_datasets: list[str], train_datasets: list[str],
                       train_splits: list[str], split: str = "test", limit: int | None = None,
                       out_dir: str | None = None, tracking_uri: str | None = None,
                       experiment: str = "whisperline-evaluation", repeats: int = 1) -> dict:
-    """Refuses (LeakageError) when the test audio is in the training data; streams every system; report + MLflow."""
-    from data.leakage import check_held_out
+    """Refuses (LeakageError) when the test audio is in the training data of any artifact scored (adapters, EMMA
+    policies, hush words: the datasets and splits each records; ProvenanceError for one that records none) or in
+    the caller's ``train_datasets``; streams every system; report + MLflow."""
+    from data.provenance import check_artifacts_held_out
     from training.evaluation.report import evaluate_systems, log_report, write_report
     from training.evaluation.sets import describe, load_split
 
-    overlap = check_held_out(train_datasets, train_splits, test_datasets, [split], what=split)
+    provenance = check_artifacts_held_out(artifact_dirs(specs), test_datasets, [split],
+                                          extra_train_dirs=train_datasets, extra_train_splits=train_splits, what=split)
     utterances = load_split(test_datasets, [split])
     warmup, scored = (utterances[0], utterances[1:]) if len(utterances) > 1 else (None, utterances)
     scored = scored[:limit] if limit else scored
-    test_set = {**describe(test_datasets, [split], scored), "audio_sha256_overlap_with_training": overlap,
-                "warmup_utterance_not_scored": warmup.utt_id if warmup else None}
+    test_set = {**describe(test_datasets, [split], scored), "audio_sha256_overlap_with_training": provenance["overlap"],
+                "provenance": provenance, "warmup_utterance_not_scored": warmup.utt_id if warmup else None}
     logger = get_run_logger()
     result = evaluate_systems(specs, scored, test_set=test_set, warmup=warmup, repeats=repeats,
                               log=logger.info)

@@ -49,9 +49,16 @@ def test_evaluate_flow_scores_every_system_on_held_out_speech(test_shards, real_
     assert ts["speakers"] == 1 and ts["corpora"] == ["cmu_arctic"] and ts["seconds"] > 3
     rows = {r["name"]: r for r in result["systems"]}
     assert rows["offline"]["source"] == "ours" and rows["LA-2 1000"]["source"].startswith("pypi:whisperlivekit==")
-    assert result["offline_wer"] == rows["offline"]["wer"] < 0.3
+    assert result["offline_wer"] == rows["offline"]["wer"] < 0.3 and result["wer_cap_reference"] == "offline"
+    assert result["reference_system"] == "LA-2 1000"  # the default: the LocalAgreement peer
+    ids = [u["utt_id"] for u in rows["offline"]["per_utterance"]]
+    assert len(ids) == 2
     for r in rows.values():
-        assert set(r["hypotheses"]) == set(rows["offline"]["hypotheses"])  # the same utterances for all
+        pu = r["per_utterance"]
+        assert [u["utt_id"] for u in pu] == ids  # the same utterances for all, in the same order
+        assert sum(u["errors"] for u in pu) / sum(u["ref_words"] for u in pu) == r["wer"]
+        assert set(r["ci95"]) == {"wer", "word_latency_ms_median", "rtf"}
+        assert ("vs_reference" in r) == (r["name"] != "LA-2 1000")
         if r["chunk_ms"]:
             assert r["step_ms_median"] > 0 and r["rtf"] > 0 and r["word_latency_ms_median"] is not None
             assert r["within_wer_cap"] == (r["wer"] <= result["offline_wer"] + 0.05 + 1e-9)
@@ -84,6 +91,10 @@ def test_repeats_report_medians_of_the_clock_and_one_transcript(test_shards):
     result = evaluate_systems([SPECS[1]], utterances, test_set={}, repeats=3, log=lambda *_: None)
     row = result["systems"][0]
     assert row["repeats"] == 3 and len(row["runs"]) == 3 and row["transcripts_identical"]
+    # the per-utterance results are the repeat with the median RTF: its RTF is the row's
+    chosen = row["runs"][row["per_utterance_repeat"]]
+    assert chosen["rtf"] == row["rtf"]
+    assert [u["utt_id"] for u in row["per_utterance"]] == [u.utt_id for u in utterances]
     assert row["rtf"] == round(statistics.median(r["rtf"] for r in row["runs"]), 4)
     assert row["step_ms_median"] == round(statistics.median(r["step_ms_median"] for r in row["runs"]), 4)
     with pytest.raises(ValueError, match="repeats"):

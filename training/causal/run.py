@@ -50,6 +50,7 @@ def run_meta(cfg: FinetuneConfig) -> dict[str, Any]:
         "config_hash": cfg.config_hash(),
         "run_key": run_key(cfg),
         "datasets": [dataset_ref(d) for d in cfg.datasets],
+        "train_splits": list(cfg.splits),  # with `datasets`: the provenance the evaluation's leakage guard reads
         "git_commit": git_commit(),
     }
 

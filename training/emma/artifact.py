@@ -44,8 +44,24 @@ def save_policy(directory: str | Path, policy: EmmaPolicy, model: nn.Module, cfg
     save_file(state, str(tmp))
     tmp.replace(out / WEIGHTS)
     record = {**meta, "config": cfg.model_dump(mode="json"), "config_hash": cfg.config_hash(),
-              "adapter_sha256": cfg.adapter_sha256()}
+              "adapter_sha256": cfg.adapter_sha256(), **training_provenance(cfg)}
     (out / META).write_text(json.dumps(record, indent=2, sort_keys=True))
+    return out
+
+
+def training_provenance(cfg: EmmaConfig) -> dict[str, Any]:
+    """What the policy trained on (dataset versions + splits) and, on a causal LoRA adapter, what that adapter
+    trained on: the policy was shaped by both. Read by the evaluation's leakage guard (``data.provenance``)."""
+    from data import fs
+    from training.causal.data import dataset_ref
+
+    out: dict[str, Any] = {"datasets": [dataset_ref(fs.absolute(d)) for d in cfg.datasets],
+                           "train_splits": list(cfg.splits)}
+    if cfg.encoder == "causal_lora" and cfg.adapter_dir:
+        from training.lora import read_adapter_meta
+
+        adapter = read_adapter_meta(cfg.adapter_dir)
+        out["adapter_provenance"] = {k: adapter[k] for k in ("datasets", "train_splits") if k in adapter}
     return out
 
 

@@ -22,7 +22,14 @@ look-ahead, so that word waits for the next emission); `finish` commits everythi
 always exactly the peer's own text split on whitespace.
 
 Every `feed` inserts the chunk and runs one `process_iter`: the chunk size of `run_stream` is the minimum
-chunk (as the measured anchors did). Install: see `INSTALL_COMMAND` (whisperlivekit's declared dependencies
+chunk (as the measured anchors did).
+
+`vac=True` puts whisperlivekit's voice-activity controller in front, as its `AudioProcessor` does (its server's
+default): Silero VAD (the ONNX model shipped in the package, `FixedVADIterator` with the package's settings) splits
+each chunk at speech start/end events; only speech is inserted; a speech end calls the processor's
+`start_silence` (LocalAgreement commits what it has, SimulStreaming decodes to the end of the segment) and the next
+speech start `end_silence(duration)` (a short pause is inserted as zeros, a long one resets the segment). A chunk
+with no speech runs no ASR step at all: that is where VAC saves compute. Install: see `INSTALL_COMMAND` (whisperlivekit's declared dependencies
 pull a server stack and torchaudio that these code paths never import).
 """
 
@@ -175,17 +182,101 @@ class _PeerWords:
         return Hypothesis(tuple(self.closed))
 
 
+class _Vac:
+    """whisperlivekit's voice-activity controller, one per stream: where speech starts and ends in the samples fed.
+
+    `split(samples)` returns the chunk's pieces in order: ("speech", array) and ("silence_start", None) /
+    ("silence_end", seconds of silence) events, exactly how `AudioProcessor._process_pcm_array` cuts a chunk."""
+
+    _session: Any = None  # the ONNX session is stateless and shared (whisperlivekit shares one per process too)
+
+    def __init__(self) -> None:
+        from whisperlivekit.silero_vad_iterator import FixedVADIterator, OnnxWrapper, load_onnx_session
+
+        if _Vac._session is None:
+            _Vac._session = load_onnx_session()
+        self._vad = FixedVADIterator(OnnxWrapper(session=_Vac._session))
+        self.in_silence = True  # a stream starts in silence until the first speech start (as the server does)
+        self._silence_from = 0
+        self._samples = 0
+
+    PIECE = int(0.04 * SAMPLE_RATE)  # the server's vac_chunk_size: the VAD sees 40 ms at a time
+
+    def split(self, samples: np.ndarray) -> list[tuple[str, Any]]:
+        """The server cuts at events clamped to the 40 ms piece they arrive in (a start is never moved before the
+        piece), so the chunk is cut the same way, piece by piece; consecutive speech pieces are merged."""
+        out: list[tuple[str, Any]] = []
+        for i in range(0, samples.size, self.PIECE):
+            for kind, value in self._split_piece(samples[i : i + self.PIECE]):
+                if kind == "speech" and out and out[-1][0] == "speech":
+                    out[-1] = ("speech", np.concatenate([out[-1][1], value]))
+                else:
+                    out.append((kind, value))
+        return out
+
+    def _split_piece(self, samples: np.ndarray) -> list[tuple[str, Any]]:
+        start, end = self._samples, self._samples + samples.size
+        out: list[tuple[str, Any]] = []
+        last = 0
+        for event in self._vad(samples) or []:
+            if "start" in event and self.in_silence:
+                at = max(start, min(end, int(event["start"])))
+                out.append(("silence_end", (at - self._silence_from) / SAMPLE_RATE))
+                self.in_silence, last = False, at - start
+            if "end" in event and not self.in_silence:
+                at = max(start, min(end, int(event["end"])))
+                if at - start > last:
+                    out.append(("speech", samples[last : at - start]))
+                out.append(("silence_start", None))
+                self.in_silence, self._silence_from, last = True, at, at - start
+        if not self.in_silence and last < samples.size:
+            out.append(("speech", samples[last:]))
+        self._samples = end
+        return out
+
+
 class _Peer:
-    """What both adapters share: audio time bookkeeping and the word mapping."""
+    """What both adapters share: audio time bookkeeping, the optional voice-activity controller and the word
+    mapping."""
 
     lookahead_ms = 0.0  # a peer processes a chunk as soon as it arrives
     _processor: Any
 
-    def __init__(self, chunk_ms: int, model: str) -> None:
+    def __init__(self, chunk_ms: int, model: str, vac: bool = False) -> None:
         _import_whisperlivekit()
         self.chunk_ms = int(chunk_ms)
         self.model_name = model
         self.source = PEER_SOURCE
+        self.vac = vac
+
+    def _step(self) -> None:
+        """One `process_iter` on what was inserted, its committed tokens into the words."""
+        raise NotImplementedError
+
+    def _commit(self, tokens) -> None:
+        self._words.commit(t.text for t in tokens)
+
+    def _feed_vac(self, samples: np.ndarray) -> None:
+        """Speech is inserted, silence is not; at a speech end the processor's `start_silence` runs, at the next
+        start `end_silence` (what `AudioProcessor.transcription_processor` does with its Silence events)."""
+        speech = False
+        for kind, value in self._vac.split(samples):
+            if kind == "speech":
+                self._samples += value.size
+                self._processor.insert_audio_chunk(value, self._samples / SAMPLE_RATE)
+                speech = True
+            elif kind == "silence_start":
+                if speech:
+                    self._step()
+                    speech = False
+                tokens, _ = self._processor.start_silence()
+                self._commit(tokens)
+                self._words.close_if_followed_by(" ")  # the segment ended: its last word is complete
+            elif value:  # silence_end with a duration
+                self._processor.end_silence(value, self._samples / SAMPLE_RATE)
+                self._samples += int(round(value * SAMPLE_RATE))
+        if speech:
+            self._step()
 
     def _new_processor(self) -> Any:
         raise NotImplementedError
@@ -194,6 +285,7 @@ class _Peer:
         self._processor = self._new_processor()  # fresh per utterance; the loaded models are shared
         self._words = _PeerWords()
         self._samples = 0
+        self._vac = _Vac() if self.vac else None
 
     def _insert(self, samples: np.ndarray) -> bool:
         samples = np.ascontiguousarray(samples, dtype=np.float32).reshape(-1)
@@ -212,8 +304,9 @@ class WhisperLiveKitLocalAgreement(_Peer):
     `warmup_file`: a local audio file transcribed once at load (None: no warm-up)."""
 
     def __init__(self, chunk_ms: int, model: str = "tiny.en", *, buffer_trimming_s: float = 15.0,
-                 compute_type: str = "auto", cpu_threads: int = 2, warmup_file: str | Path | None = None) -> None:
-        super().__init__(chunk_ms, model)
+                 compute_type: str = "auto", cpu_threads: int = 2, warmup_file: str | Path | None = None,
+                 vac: bool = False) -> None:
+        super().__init__(chunk_ms, model, vac)
         from whisperlivekit.local_agreement.whisper_online import backend_factory
 
         folder = _ct2_dir(model)
@@ -236,11 +329,16 @@ class WhisperLiveKitLocalAgreement(_Peer):
     def _unconfirmed(self) -> str:
         return "".join(t.text for t in self._processor.transcript_buffer.buffer)
 
+    def _step(self) -> None:
+        committed, _ = self._processor.process_iter()
+        self._commit(committed)
+        self._words.close_if_followed_by(self._unconfirmed())
+
     def feed(self, samples: np.ndarray) -> Hypothesis:
-        if self._insert(samples):
-            committed, _ = self._processor.process_iter()
-            self._words.commit(t.text for t in committed)
-            self._words.close_if_followed_by(self._unconfirmed())
+        if self._vac is not None:
+            self._feed_vac(np.ascontiguousarray(samples, dtype=np.float32).reshape(-1))
+        elif self._insert(samples):
+            self._step()
         return self._words.hypothesis(self._unconfirmed())
 
     def finish(self) -> Hypothesis:
@@ -260,8 +358,8 @@ class WhisperLiveKitSimulStreaming(_Peer):
 
     def __init__(self, chunk_ms: int, model: str = "tiny.en", frame_threshold: int = 25, *,
                  audio_max_len: float = 30.0, compute_type: str = "auto", cpu_threads: int = 2,
-                 torch_threads: int = 2, warmup_file: str | Path | None = None) -> None:
-        super().__init__(chunk_ms, model)
+                 torch_threads: int = 2, warmup_file: str | Path | None = None, vac: bool = False) -> None:
+        super().__init__(chunk_ms, model, vac)
         import torch
         import whisper
         from whisperlivekit.simul_whisper.backend import SimulStreamingASR
@@ -292,13 +390,20 @@ class WhisperLiveKitSimulStreaming(_Peer):
 
         return SimulStreamingOnlineProcessor(self.asr)
 
+    def _step(self) -> None:
+        words, _ = self._processor.process_iter()
+        self._commit(words)
+
     def feed(self, samples: np.ndarray) -> Hypothesis:
-        if self._insert(samples):
-            words, _ = self._processor.process_iter()
-            self._words.commit(t.text for t in words)
+        if self._vac is not None:
+            self._feed_vac(np.ascontiguousarray(samples, dtype=np.float32).reshape(-1))
+        elif self._insert(samples):
+            self._step()
         return self._words.hypothesis()
 
     def finish(self) -> Hypothesis:
+        if self._vac is not None and self._vac.in_silence:
+            return self._words.finish()  # the last speech end already decoded its segment to the end
         if self._samples:
             words, _ = self._processor.process_iter(is_last=True)
             self._words.commit(t.text for t in words)

@@ -2,9 +2,14 @@
 
 ``evaluate_systems`` builds each :class:`~training.evaluation.systems.SystemSpec`, warms it up on one utterance
 that is not scored, streams the test set through ``run_stream`` (one real-time-queue clock for all) and scores it
-with ``evaluate_records``. Systems whose WER is not within the cap of offline Whisper's are marked and kept off the
-Pareto front of WER against word latency (a system that hallucinates must not look fast). ``write_report`` writes
-``<name>.json`` / ``.md`` / ``_pareto.png``; ``log_report`` puts the same into an MLflow run.
+with ``evaluate_records``. Systems whose WER is not within the cap of the best offline system's are marked and kept
+off the Pareto front of WER against word latency (a system that hallucinates must not look fast).
+
+Every row keeps its per-utterance results (``per_utterance``: the numbers the corpus metrics pool) and 95 %
+paired-bootstrap intervals (``training/evaluation/intervals.py``) of WER, median word latency and RTF, and every
+system but the reference its difference to the reference system on the same utterances with a verdict
+(``better`` / ``worse`` / ``not separable``). ``write_report`` writes ``<name>.json`` / ``.md`` / ``_pareto.png``;
+``log_report`` puts the same into an MLflow run.
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from training.evaluation import intervals
 from training.evaluation.sets import Utterance
 from training.evaluation.systems import SystemSpec, _Models, build
 from training.metrics.gate import WER_CAP_POINTS, pareto_front, within_wer_cap
-from training.streaming.evaluate import evaluate_records, stream_all
+from training.streaming.evaluate import evaluate_records, per_utterance, stream_all
 
 ROW_KEYS = ("wer", "rwer", "arwer", "laal_ms", "al_ms", "word_latency_ms_median", "word_latency_ms_p90",
             "first_word_latency_ms_median", "word_latency_lower_bound_ms_median", "step_ms_median", "step_ms_p90",
@@ -31,11 +37,28 @@ ROW_KEYS = ("wer", "rwer", "arwer", "laal_ms", "al_ms", "word_latency_ms_median"
 TRANSCRIPT_KEYS = frozenset({"wer", "rwer", "arwer", "words_matched", "word_latency_lower_bound_ms_median"})
 
 
-def _median_row(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The first run's transcript metrics, the median of every clock-dependent one over the runs."""
+OFFLINE_KINDS = ("offline", "faster-whisper")  # the systems a WER cap can be measured from
+# how each interval is rounded in the report (WER is a fraction)
+CI_DIGITS = {"wer": 5, "word_latency_ms_median": 1, "rtf": 4}
+
+
+def _median_run(runs: Sequence[dict[str, Any]]) -> int:
+    """The repeat whose RTF is the median (the lower middle for an even count; the first without timings): its
+    transcript metrics and its per-utterance results go into the row, so that they come from one real pass and its
+    RTF is the row's (for an odd count)."""
     import statistics
 
-    row = {k: runs[0].get(k) for k in ROW_KEYS}
+    rtfs = [r.get("rtf") for r in runs]
+    if not all(_finite(v) for v in rtfs):
+        return 0
+    return rtfs.index(statistics.median_low(rtfs))
+
+
+def _median_row(runs: Sequence[dict[str, Any]], chosen: int = 0) -> dict[str, Any]:
+    """Run ``chosen``'s transcript metrics, the median of every clock-dependent one over the runs."""
+    import statistics
+
+    row = {k: runs[chosen].get(k) for k in ROW_KEYS}
     for k in ROW_KEYS:
         values = [r.get(k) for r in runs]
         if k not in TRANSCRIPT_KEYS and all(_finite(v) for v in values):
@@ -45,14 +68,23 @@ def _median_row(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def evaluate_systems(specs: Sequence[SystemSpec], utterances: Sequence[Utterance], *, test_set: dict[str, Any],
                      warmup: Utterance | None = None, wer_cap: float = WER_CAP_POINTS, repeats: int = 1,
+                     reference: str | None = None, seed: int = 0, n_resamples: int = intervals.N_RESAMPLES,
                      log=print) -> dict[str, Any]:
-    """One row per system (metrics, source, timings), the offline reference WER, the WER gate and the front.
+    """One row per system (metrics with 95 % intervals, per-utterance results, source, timings), the offline
+    reference WER, the WER gate, the front and each system's difference to ``reference``.
 
-    With ``repeats`` > 1 every system streams the set that many times; its row holds the median of the
-    clock-dependent metrics (``runs``: each repeat's RTF / step median) and ``transcripts_identical`` says whether
-    the repeats wrote the same words (the WER is the first repeat's)."""
+    ``reference``: the system every other one is compared with (paired bootstrap on the same utterances); default:
+    the first whisperlivekit LocalAgreement row, else the offline row with the lowest WER. With ``repeats`` > 1
+    every system streams the set that many times; its row holds the median of the clock-dependent metrics
+    (``runs``: each repeat's RTF / step median) and ``transcripts_identical`` says whether the repeats wrote the same
+    words. The transcript metrics, ``per_utterance`` and the intervals come from one repeat, the one with the median
+    RTF (``per_utterance_repeat``), so that Σ errors / Σ ref_words is the row's WER and the RTF interval is around
+    the row's RTF; the row's median latency (a median of repeats) can differ slightly from that repeat's."""
     if repeats < 1:
         raise ValueError(f"repeats must be ≥ 1, got {repeats}")
+    names = [s.name for s in specs]
+    if reference is not None and reference not in names:
+        raise ValueError(f"reference system {reference!r} is not among {names}")
     models = _Models()
     rows: list[dict[str, Any]] = []
     for spec in specs:
@@ -65,27 +97,86 @@ def evaluate_systems(specs: Sequence[SystemSpec], utterances: Sequence[Utterance
         passes = [stream_all(recognizer, utterances, chunk) for _ in range(repeats)]
         runs = [evaluate_records(records, utterances) for records in passes]
         texts = [[r.text for r in records] for records in passes]
+        chosen = _median_run(runs)
         row = {"name": spec.name, "kind": spec.kind, "chunk_ms": spec.chunk_ms, "source": source,
-               **_median_row(runs), "load_s": round(load_s, 2), "spec": spec.as_dict(), "repeats": repeats,
+               **_median_row(runs, chosen), "load_s": round(load_s, 2), "spec": spec.as_dict(), "repeats": repeats,
                "runs": [{"rtf": r.get("rtf"), "step_ms_median": r.get("step_ms_median"),
                          "word_latency_ms_median": r.get("word_latency_ms_median")} for r in runs],
                "transcripts_identical": all(t == texts[0] for t in texts),
-               "hypotheses": {u.utt_id: r.text for u, r in zip(utterances, passes[0])}}
+               "per_utterance_repeat": chosen, "per_utterance": per_utterance(passes[chosen], utterances)}
         rows.append(row)
         log(f"{spec.name:<40} WER {row['wer']:.2%}  word latency {row['word_latency_ms_median']} ms  "
             f"step {row['step_ms_median']} ms  RTF {row['rtf']}")
-    offline = [r["wer"] for r in rows if r["kind"] == "offline"]
-    offline_wer = min(offline) if offline else None
-    streaming = [r for r in rows if r["chunk_ms"] is not None]
+    result = {"test_set": test_set, **score_rows(rows, reference=reference, wer_cap=wer_cap, seed=seed,
+                                                 n_resamples=n_resamples),
+              "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine()},
+              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return result
+
+
+def default_reference(rows: Sequence[dict[str, Any]]) -> str | None:
+    """The first whisperlivekit LocalAgreement row (the published streaming policy everyone compares with), else
+    the offline row with the lowest WER, else None."""
+    peer = next((r for r in rows if str(r["kind"]).startswith("whisperlivekit-la")), None)
+    if peer is not None:
+        return peer["name"]
+    offline = _best_offline(rows)
+    return offline["name"] if offline else None
+
+
+def _best_offline(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    offline = [r for r in rows if r["kind"] in OFFLINE_KINDS and _finite(r["wer"])]
+    return min(offline, key=lambda r: r["wer"], default=None)  # the first on a tie
+
+
+def _groups(rows: Sequence[dict[str, Any]]) -> str | None:
+    """Resample recordings when some utterances are segments of one longer recording (they are not independent);
+    else utterances (the same thing, named plainly)."""
+    entries = rows[0].get("per_utterance", []) if rows else []
+    recordings = {e.get("recording", e["utt_id"]) for e in entries}
+    return "recording" if len(recordings) < len(entries) else None
+
+
+def _rounded(ci: Sequence[float], metric: str) -> list[float]:
+    return [round(x, CI_DIGITS[metric]) if _finite(x) else float("nan") for x in ci]
+
+
+def score_rows(rows: list[dict[str, Any]], *, reference: str | None = None, wer_cap: float = WER_CAP_POINTS,
+               seed: int = 0, n_resamples: int = intervals.N_RESAMPLES) -> dict[str, Any]:
+    """The part of the result computed from the rows alone (their ``per_utterance``): the WER cap and its
+    reference, the Pareto front, every row's ``ci95`` and every other row's ``vs_reference``. Fills the rows in
+    place and returns the result's top-level keys."""
+    capper = _best_offline(rows)
+    offline_wer = capper["wer"] if capper else None
     for r in rows:
         r["within_wer_cap"] = offline_wer is None or within_wer_cap(r["wer"], offline_wer, wer_cap)
+    streaming = [r for r in rows if r["chunk_ms"] is not None]
     points = [(r["word_latency_ms_median"], r["wer"]) for r in streaming]
     eligible = [r["within_wer_cap"] and _finite(r["word_latency_ms_median"]) for r in streaming]
     for r, on in zip(streaming, pareto_front(points, eligible)):
         r["pareto"] = on
-    return {"test_set": test_set, "offline_wer": offline_wer, "wer_cap_points": wer_cap, "systems": rows,
-            "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine()},
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    reference = reference if reference is not None else default_reference(rows)
+    groups = _groups(rows)
+    ref_row = next((r for r in rows if r["name"] == reference), None)
+    for r in rows:
+        pu = r["per_utterance"]
+        r["ci95"] = {m: _rounded(intervals.ci95(pu, m, groups=groups, seed=seed, n_resamples=n_resamples), m)
+                     for m in intervals.METRICS}
+        if ref_row is None or r is ref_row:
+            continue
+        vs = {}
+        for m in intervals.METRICS:
+            if m == "word_latency_ms_median" and not (_finite(r[m]) and _finite(ref_row[m])):
+                continue  # a system with no matched word (or the reference) has no latency to compare
+            c = intervals.compare(pu, ref_row["per_utterance"], m, groups=groups, seed=seed, n_resamples=n_resamples)
+            vs[m] = {"diff": round(c["diff"], CI_DIGITS[m]), "ci95": _rounded(c["ci95"], m), "verdict": c["verdict"]}
+        r["vs_reference"] = vs
+    return {"offline_wer": offline_wer, "wer_cap_reference": capper["name"] if capper else None,
+            "wer_cap_points": wer_cap, "reference_system": ref_row["name"] if ref_row else None,
+            "systems": rows,
+            "intervals": {"confidence": 0.95, "n_resamples": n_resamples, "seed": seed,
+                          "unit": "recording" if groups else "utterance", "method": dict(intervals.METHOD),
+                          "paired": True}}
 
 
 def _finite(x) -> bool:
@@ -98,25 +189,79 @@ def _fmt(x, pct: bool = False) -> str:
     return f"{100 * x:.2f} %" if pct else f"{x:g}"
 
 
+def _ci(r: dict[str, Any], metric: str, fmt) -> str:
+    lo, hi = (r.get("ci95") or {}).get(metric, (None, None))
+    return f" [{fmt(lo)}, {fmt(hi)}]" if _finite(lo) and _finite(hi) else ""
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def _ms(x: float) -> str:
+    return f"{x:.0f}"
+
+
+def _rtf(x: float) -> str:
+    return f"{x:.3g}"
+
+
+# how the difference to the reference is written: WER in percentage points, latency in ms, RTF as is
+_DIFF_FMT = {"wer": (lambda x: f"{100 * x:+.2f} pts", _pct), "word_latency_ms_median": (lambda x: f"{x:+.0f} ms", _ms),
+             "rtf": (lambda x: f"{x:+.3g}", _rtf)}
+
+
+def _vs(r: dict[str, Any], metric: str, reference: str | None) -> str:
+    if r["name"] == reference:
+        return "reference"
+    c = (r.get("vs_reference") or {}).get(metric)
+    if not c:
+        return "—"
+    point, bound = _DIFF_FMT[metric]
+    lo, hi = c["ci95"]
+    ci = f" [{bound(lo)}, {bound(hi)}]" if _finite(lo) and _finite(hi) else ""
+    return f"{point(c['diff'])}{ci} {c['verdict']}"
+
+
 def markdown(result: dict[str, Any]) -> str:
     ts = result["test_set"]
+    reference = result.get("reference_system")
+    iv = result.get("intervals") or {}
     lines = [f"Held-out test set: {ts['n_utterances']} utterances, {ts['seconds']} s, {ts['speakers']} speakers "
              f"({', '.join(ts.get('corpora', []))}); audio shared with any training data: "
-             f"{ts.get('audio_sha256_overlap_with_training', '?')}. Offline WER {_fmt(result['offline_wer'], True)}; "
+             f"{ts.get('audio_sha256_overlap_with_training', '?')}. Offline WER {_fmt(result['offline_wer'], True)}"
+             f"{' (' + result['wer_cap_reference'] + ')' if result.get('wer_cap_reference') else ''}; "
              f"WER cap for latency claims: offline + {100 * result['wer_cap_points']:g} points. Timings: median of "
-             f"{max((r.get('repeats', 1) for r in result['systems']), default=1)} run(s) of the whole set.", "",
-             "| system | source | chunk ms | WER | ARWER | LAAL ms | word latency median / p90 ms (queue) | "
-             "first word ms | step median / p90 ms | RTF | end lag ms | within cap | Pareto |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"{max((r.get('repeats', 1) for r in result['systems']), default=1)} run(s) of the whole set.", ""]
+    if iv:
+        lines += [f"[brackets]: 95 % paired bootstrap intervals over {iv['unit']}s ({iv['n_resamples']:,} "
+                  f"resamples, seed {iv['seed']}; {', '.join(f'{m}: {k}' for m, k in iv['method'].items())}). "
+                  f"vs reference = system − {reference or 'none'} on the same {iv['unit']}s: `better` / `worse` when "
+                  f"the interval of the difference excludes 0, else `not separable`. Per-utterance results are in "
+                  f"the json (`per_utterance`).", ""]
+    lines += ["| system | source | chunk ms | WER [95 % CI] | ARWER | LAAL ms | word latency median [95 % CI] / p90 ms "
+              "(queue) | first word ms | step median / p90 ms | RTF [95 % CI] | end lag ms | within cap | Pareto | "
+              "vs reference: ΔWER [ci] verdict | Δ median latency [ci] verdict | ΔRTF [ci] verdict |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["systems"]:
         lines.append(
-            f"| {r['name']} | {r['source']} | {r['chunk_ms'] or 'offline'} | {_fmt(r['wer'], True)} | "
-            f"{_fmt(r['arwer'], True)} | {_fmt(r['laal_ms'])} | {_fmt(r['word_latency_ms_median'])} / "
+            f"| {r['name']} | {r['source']} | {r['chunk_ms'] or 'offline'} | {_fmt(r['wer'], True)}"
+            f"{_ci(r, 'wer', _pct)} | {_fmt(r['arwer'], True)} | {_fmt(r['laal_ms'])} | "
+            f"{_fmt(r['word_latency_ms_median'])}{_ci(r, 'word_latency_ms_median', _ms)} / "
             f"{_fmt(r['word_latency_ms_p90'])} | {_fmt(r['first_word_latency_ms_median'])} | "
-            f"{_fmt(r['step_ms_median'])} / {_fmt(r['step_ms_p90'])} | {_fmt(r['rtf'])} | "
+            f"{_fmt(r['step_ms_median'])} / {_fmt(r['step_ms_p90'])} | {_fmt(r['rtf'])}{_ci(r, 'rtf', _rtf)} | "
             f"{_fmt(r['end_lag_ms_median'])} | {'yes' if r['within_wer_cap'] else 'no'} | "
-            f"{'yes' if r.get('pareto') else ''} |")
+            f"{'yes' if r.get('pareto') else ''} | "
+            + " | ".join(_vs(r, m, reference) for m in intervals.METRICS) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _err(point: float, ci: Sequence[float] | None, scale: float = 1.0) -> list[list[float]]:
+    """Asymmetric error bar lengths [[below], [above]] (0 where the interval is missing or does not hold the point)."""
+    lo, hi = ci if ci else (math.nan, math.nan)
+    below = point - lo if _finite(lo) else 0.0
+    above = hi - point if _finite(hi) else 0.0
+    return [[max(0.0, scale * below)], [max(0.0, scale * above)]]
 
 
 def plot(result: dict[str, Any], path: Path) -> Path:
@@ -133,18 +278,24 @@ def plot(result: dict[str, Any], path: Path) -> Path:
             continue
         # one legend entry per system (names would overlap where systems cluster); hollow = over the WER cap
         colour = "tab:blue" if r["source"] == "ours" else "tab:orange"
+        ci = r.get("ci95") or {}
+        # the bars are asymmetric intervals, so a log y axis draws them as they are (a WER interval at 0 would be
+        # clipped to the bottom of the axis; matplotlib's default for non-positive values)
+        ax.errorbar([x], [100 * y], xerr=_err(x, ci.get("word_latency_ms_median")),
+                    yerr=_err(y, ci.get("wer"), 100), fmt="none", ecolor=colour, elinewidth=0.8, capsize=2, alpha=0.7)
         ax.scatter([x], [100 * y], marker=next(markers), s=50, edgecolors=colour,
-                   facecolors=colour if r["within_wer_cap"] else "none",
+                   facecolors=colour if r["within_wer_cap"] else "none", zorder=3,
                    label=f"{r['name']}{'' if r['within_wer_cap'] else ' (over cap)'}")
     if result["offline_wer"] is not None:
-        ax.axhline(100 * result["offline_wer"], color="grey", lw=0.8, label="offline Whisper")
+        ax.axhline(100 * result["offline_wer"], color="grey", lw=0.8,
+                   label=f"offline ({result.get('wer_cap_reference') or 'Whisper'})")
         ax.axhline(100 * (result["offline_wer"] + result["wer_cap_points"]), color="grey", ls="--", lw=0.8,
                    label="WER cap")
     ax.set_yscale("log")  # WERs from a few % to hundreds of % (a model that restarts sentences)
     ax.set_xlabel("median word latency, real-time queue (ms)")
     ax.set_ylabel("WER (%)")
-    ax.set_title(f"held-out test set: {result['test_set']['n_utterances']} utterances (blue: ours, orange: PyPI)",
-                 fontsize=9)
+    ax.set_title(f"held-out test set: {result['test_set']['n_utterances']} utterances, 95 % bootstrap intervals "
+                 f"(blue: ours, orange: PyPI)", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)

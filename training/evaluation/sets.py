@@ -21,6 +21,8 @@ class Utterance:
     audio: np.ndarray  # float32, 16 kHz
     reference: str
     words: tuple[tuple[str, int, int], ...]  # aligned reference words (word, start_ms, end_ms)
+    # the recording it was cut from (a long-form segment: intervals resample whole recordings); None: its own
+    recording: str | None = None
 
 
 def load_realspeech(root, corpora: Sequence[str] = ("ljspeech", "cmu_arctic"), limit: dict[str, int] | None = None
@@ -48,10 +50,20 @@ def load_realspeech(root, corpora: Sequence[str] = ("ljspeech", "cmu_arctic"), l
 
 def load_split(version_dirs: Sequence[str | Path], splits: Sequence[str], limit: int | None = None
                ) -> list[Utterance]:
-    """The utterances of ``splits`` in dataset versions (shards read in secure mode), words from the manifest."""
+    """The utterances of ``splits`` in dataset versions (shards read in secure mode), words from the manifest, each
+    with the manifest's ``recording_id`` (the segments of one long-form recording share it)."""
+    from dataclasses import replace
+
+    from data.manifest import read_manifest
     from training.causal.data import read_all
 
-    return [u.as_eval_utterance() for u in read_all([str(d) for d in version_dirs], splits, limit)]
+    recording: dict[str, str] = {}
+    for d in version_dirs:
+        table = read_manifest(d)
+        if "recording_id" in table.column_names:  # versions built before long-form input have no such column
+            recording.update(zip(table["key"].to_pylist(), table["recording_id"].to_pylist(), strict=True))
+    return [replace(u.as_eval_utterance(), recording=recording.get(u.key))
+            for u in read_all([str(d) for d in version_dirs], splits, limit)]
 
 
 def describe(version_dirs: Sequence[str | Path], splits: Sequence[str], utterances: Sequence[Utterance]) -> dict:

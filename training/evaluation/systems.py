@@ -34,6 +34,7 @@ class SystemSpec:
     hush_dir: str | None = None
     every_ms: int | None = None
     final_verifier: str | None = None  # the end-of-stream pass's padding (None: `verifier`)
+    vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -153,7 +154,7 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
                                                WhisperLiveKitSimulStreaming)
 
         cls = WhisperLiveKitLocalAgreement if spec.kind == "whisperlivekit-la" else WhisperLiveKitSimulStreaming
-        return cls(spec.chunk_ms or 1000, spec.model), PEER_SOURCE
+        return cls(spec.chunk_ms or 1000, spec.model, vac=bool(spec.vac)), PEER_SOURCE
     raise ValueError(f"unknown system kind {spec.kind!r}")
 
 

@@ -18,18 +18,27 @@ def run_name(cfg: HushWordConfig) -> str:
     return f"hushword-{cfg.model}-{run_key(cfg.config_hash(), cfg.datasets, cfg.validation_datasets)[:10]}"
 
 
+def run_meta(cfg: HushWordConfig) -> dict[str, Any]:
+    """What hush_word.json records: base weights, config, and the training data (dataset versions + splits: the
+    provenance the evaluation's leakage guard reads)."""
+    from training.weights import checkpoint_sha256
+
+    return {"base_model": cfg.model, "base_sha256": checkpoint_sha256(cfg.model), "config_hash": cfg.config_hash(),
+            "run_key": run_key(cfg.config_hash(), cfg.datasets, cfg.validation_datasets),
+            "datasets": [dataset_ref(d) for d in cfg.datasets], "train_splits": list(cfg.splits),
+            "git_commit": git_commit()}
+
+
 def train_hush_word(cfg: HushWordConfig) -> dict[str, Any]:
     from training.hush_word import pyfunc_model
     from training.hush_word.loop import train_loop_per_worker
-    from training.weights import checkpoint_sha256
 
     cfg = cfg.resolved_paths()
     held_in = check_held_out(cfg.datasets, cfg.splits, cfg.validation_datasets or cfg.datasets,
                              cfg.validation_splits, allow=cfg.allow_held_in_validation)
     check_tokenizer(cfg.model, [*cfg.datasets, *(cfg.validation_datasets or ())])
-    key = run_key(cfg.config_hash(), cfg.datasets, cfg.validation_datasets)
-    meta = {"base_model": cfg.model, "base_sha256": checkpoint_sha256(cfg.model), "config_hash": cfg.config_hash(),
-            "run_key": key, "datasets": [dataset_ref(d) for d in cfg.datasets], "git_commit": git_commit()}
+    meta = run_meta(cfg)
+    key = meta["run_key"]
     tracking_uri = cfg.tracking_uri or default_tracking_uri()
     name = run_name(cfg)
     tags = {"whisperline.kind": "hush-word", "base_model": cfg.model, "base_sha256": meta["base_sha256"],

@@ -19,7 +19,16 @@ from training.metrics.latency import (
     source_length_ms,
 )
 from training.metrics.text import ErrorCounts, error_counts, normalize, normalized_words
-from training.metrics.wer import arwer, arwer_counts, rwer, rwer_counts, utterance_wer, wer, wer_counts
+from training.metrics.wer import (
+    arwer,
+    arwer_counts,
+    rwer,
+    rwer_counts,
+    utterance_counts,
+    utterance_wer,
+    wer,
+    wer_counts,
+)
 
 __all__ = [
     "WER_CAP_POINTS",
@@ -46,6 +55,7 @@ __all__ = [
     "rwer",
     "rwer_counts",
     "source_length_ms",
+    "utterance_counts",
     "utterance_wer",
     "wer",
     "wer_counts",

@@ -32,6 +32,7 @@ __all__ = [
     "arwer_counts",
     "rwer",
     "rwer_counts",
+    "utterance_counts",
     "utterance_wer",
     "wer",
     "wer_counts",
@@ -41,15 +42,21 @@ Snapshot = tuple[float, str]  # (time_ms, hypothesis text emitted so far)
 Aggregate = Literal["pooled", "mean"]
 
 
-def wer_counts(refs: Sequence[str], hyps: Sequence[str], *, normalize_text: bool = True) -> ErrorCounts:
-    """Corpus totals S, D, I, H (and N = ``.ref_words``) over all (reference, hypothesis) pairs."""
+def utterance_counts(refs: Sequence[str], hyps: Sequence[str], *, normalize_text: bool = True) -> list[ErrorCounts]:
+    """S, D, I, H of each (reference, hypothesis) pair, from the one jiwer alignment :func:`wer_counts` sums."""
     if len(refs) != len(hyps):
         raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
     pairs = [
         (normalized_words(r, normalize_text=normalize_text), normalized_words(h, normalize_text=normalize_text))
         for r, h in zip(refs, hyps, strict=True)
     ]
-    return sum(error_counts(pairs), ErrorCounts())
+    return error_counts(pairs)
+
+
+def wer_counts(refs: Sequence[str], hyps: Sequence[str], *, normalize_text: bool = True) -> ErrorCounts:
+    """Corpus totals S, D, I, H (and N = ``.ref_words``) over all (reference, hypothesis) pairs: the sum of
+    :func:`utterance_counts`, so per-utterance errors / reference words add up to the corpus WER exactly."""
+    return sum(utterance_counts(refs, hyps, normalize_text=normalize_text), ErrorCounts())
 
 
 def wer(refs: Sequence[str], hyps: Sequence[str], *, normalize_text: bool = True) -> float:

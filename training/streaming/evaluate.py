@@ -30,9 +30,11 @@ from training.metrics import (
     latency_scores,
     latency_summary,
     rwer_counts,
+    utterance_counts,
     wer_counts,
     word_emission_latencies,
 )
+from training.metrics.emission import WordLatency
 from training.metrics.text import ErrorCounts
 from training.evaluation.sets import Utterance
 from training.streaming.events import StreamingRecognizer, StreamRecord, run_stream
@@ -44,6 +46,14 @@ LATENCY_KEYS = {"LAAL": "laal_ms", "AL": "al_ms", "DAL": "dal_ms", "AP": "ap",
 
 def _r(value: float, digits: int) -> float:
     return round(value, digits) if math.isfinite(value) else float("nan")
+
+
+def _word_latencies(record: StreamRecord, utt: Utterance, *, clock: bool = True) -> list[WordLatency]:
+    """The matched reference words of one utterance and their latency: on the queue clock (emission = finish of the
+    committing step) or, ``clock=False``, the computation-unaware bound (emission = audio consumed)."""
+    finals = record.final_words()
+    emitted = [(e.word, e.emitted_ms if clock else e.emission_ms) for e in finals]
+    return word_emission_latencies(emitted, [(w, e) for w, _, e in utt.words])
 
 
 def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utterance]) -> dict:
@@ -60,15 +70,14 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
     first_lat: list[float] = []  # first matched reference word of each utterance, queue clock
     for record, utt in zip(records, utterances, strict=True):
         finals = record.final_words()
-        ends = [(w, e) for w, _, e in utt.words]
         if finals:
             latencies.append(latency_scores([e.emission_ms for e in finals], record.audio_ms,
                                             len(utt.reference.split()), elapsed=[e.emitted_ms for e in finals]))
-        on_clock = word_emission_latencies([(e.word, e.emitted_ms) for e in finals], ends)
+        on_clock = _word_latencies(record, utt)
         word_lat += [w.latency_ms for w in on_clock]
         if on_clock:
             first_lat.append(on_clock[0].latency_ms)  # sorted by reference index
-        bound_lat += [w.latency_ms for w in word_emission_latencies([(e.word, e.emission_ms) for e in finals], ends)]
+        bound_lat += [w.latency_ms for w in _word_latencies(record, utt, clock=False)]
     feed_ms = [s.compute_ms for r in records for s in r.steps if not s.final]
     audio_s = sum(r.audio_ms for r in records) / 1000
     compute_s = sum(sum(r.compute_ms) for r in records) / 1000
@@ -101,6 +110,24 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
         "end_lag_ms_median": _r(latency_summary(end_lag)["median"], 1),
         "end_lag_ms_max": _r(max(end_lag), 1) if end_lag else float("nan"),
     }
+
+
+def per_utterance(records: Sequence[StreamRecord], utterances: Sequence[Utterance]) -> list[dict]:
+    """One entry per utterance, in order, from the code paths :func:`evaluate_records` pools: what the evaluate
+    stage keeps so that every corpus number can be recomputed, and resampled (``training/evaluation/intervals.py``).
+
+    ``ref_words`` / ``errors``: N and S + D + I of the utterance in the same jiwer alignment as the corpus WER
+    (``utterance_counts``; ``wer_counts`` is their sum), so Σ errors / Σ ref_words is the row's WER exactly.
+    ``word_latency_ms``: the utterance's queue-clock word latencies, the values pooled for the median / p90
+    (not rounded). ``compute_ms``: all steps, the end-of-stream step included, as in RTF = Σ compute / Σ audio."""
+    if len(records) != len(utterances):
+        raise ValueError(f"{len(records)} records for {len(utterances)} utterances")
+    counts = utterance_counts([u.reference for u in utterances], [r.text for r in records])
+    return [{"utt_id": utt.utt_id, "recording": utt.recording or utt.utt_id, "ref_words": c.ref_words,
+             "errors": c.errors, "hyp": record.text,
+             "word_latency_ms": [w.latency_ms for w in _word_latencies(record, utt)],
+             "compute_ms": sum(record.compute_ms), "audio_ms": record.audio_ms}
+            for record, utt, c in zip(records, utterances, counts, strict=True)]
 
 
 def stream_all(recognizer: StreamingRecognizer, utterances: Sequence[Utterance], chunk_ms: float) -> list[StreamRecord]:
