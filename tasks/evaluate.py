@@ -18,10 +18,13 @@ def artifact_dirs(specs: list[SystemSpec]) -> list[str]:
 def evaluate_held_out(specs: list[SystemSpec], test_datasets: list[str], train_datasets: list[str],
                       train_splits: list[str], split: str = "test", limit: int | None = None,
                       out_dir: str | None = None, tracking_uri: str | None = None,
-                      experiment: str = "whisperline-evaluation", repeats: int = 1) -> dict:
+                      experiment: str = "whisperline-evaluation", repeats: int = 1,
+                      ledger_path: str | None = None, purpose: str = "release", reference: str | None = None) -> dict:
     """Refuses (LeakageError) when the test audio is in the training data of any artifact scored (adapters, EMMA
     policies, hush words: the datasets and splits each records; ProvenanceError for one that records none) or in
-    the caller's ``train_datasets``; streams every system; report + MLflow."""
+    the caller's ``train_datasets``; streams every system; report + MLflow. Scoring a `test` split appends a line
+    to the ledger at ``ledger_path`` (commit, systems, ``purpose``) and the report states how often that test set
+    has been scored for ``purpose``."""
     from data.provenance import check_artifacts_held_out
     from training.evaluation.report import evaluate_systems, log_report, write_report
     from training.evaluation.sets import describe, load_split
@@ -29,13 +32,20 @@ def evaluate_held_out(specs: list[SystemSpec], test_datasets: list[str], train_d
     provenance = check_artifacts_held_out(artifact_dirs(specs), test_datasets, [split],
                                           extra_train_dirs=train_datasets, extra_train_splits=train_splits, what=split)
     utterances = load_split(test_datasets, [split])
-    warmup, scored = (utterances[0], utterances[1:]) if len(utterances) > 1 else (None, utterances)
-    scored = scored[:limit] if limit else scored
+    scored = utterances[:limit] if limit else utterances
+    # every system streams the first utterance once before the timed passes (caches, lazy imports) and then
+    # scores it like the others: recognizers are reset per utterance, and real speech is too scarce to spend
+    warmup = scored[0] if scored else None
     test_set = {**describe(test_datasets, [split], scored), "audio_sha256_overlap_with_training": provenance["overlap"],
-                "provenance": provenance, "warmup_utterance_not_scored": warmup.utt_id if warmup else None}
+                "provenance": provenance, "warmup_utterance": warmup.utt_id if warmup else None}
+    if split == "test" and ledger_path:
+        from training.evaluation.ledger import record_scoring
+
+        row = record_scoring(ledger_path, test_set=test_set, systems=[s.name for s in specs], purpose=purpose)
+        test_set.update(times_scored=row["times_scored"], ledger=str(ledger_path), purpose=purpose)
     logger = get_run_logger()
     result = evaluate_systems(specs, scored, test_set=test_set, warmup=warmup, repeats=repeats,
-                              log=logger.info)
+                              log=logger.info, reference=reference)
     if out_dir:
         files = write_report(result, out_dir)
         if tracking_uri:

@@ -41,18 +41,23 @@ def test_evaluate_flow_scores_every_system_on_held_out_speech(test_shards, real_
     from flows.evaluate import evaluate
     from training.tracking import client
 
+    ledger = tmp_path / "test_ledger.jsonl"
     result = evaluate(SPECS, [str(test_shards)], [str(real_shards)], ["train"], out_dir=str(tmp_path),
-                      tracking_uri=mlflow_server)
+                      tracking_uri=mlflow_server, ledger_path=str(ledger), purpose="release")
     ts = result["test_set"]
     assert ts["audio_sha256_overlap_with_training"] == 0
-    assert ts["n_utterances"] == 2 and ts["warmup_utterance_not_scored"]  # one of the 3 warms the systems up
+    assert ts["n_utterances"] == 3 and ts["warmup_utterance"]  # warm-up on the first, then every one is scored
+    assert ts["n_words"] > 10 and ts["times_scored"] == 1  # the ledger counts this scoring
+    (line,) = [json.loads(x) for x in ledger.read_text().splitlines()]
+    assert line["purpose"] == "release" and line["systems"] == [s.name for s in SPECS]
+    assert line["audio_sha256"] == ts["audio_sha256"] and line["commit"]
     assert ts["speakers"] == 1 and ts["corpora"] == ["cmu_arctic"] and ts["seconds"] > 3
     rows = {r["name"]: r for r in result["systems"]}
     assert rows["offline"]["source"] == "ours" and rows["LA-2 1000"]["source"].startswith("pypi:whisperlivekit==")
     assert result["offline_wer"] == rows["offline"]["wer"] < 0.3 and result["wer_cap_reference"] == "offline"
     assert result["reference_system"] == "LA-2 1000"  # the default: the LocalAgreement peer
     ids = [u["utt_id"] for u in rows["offline"]["per_utterance"]]
-    assert len(ids) == 2
+    assert len(ids) == 3
     for r in rows.values():
         pu = r["per_utterance"]
         assert [u["utt_id"] for u in pu] == ids  # the same utterances for all, in the same order
@@ -66,7 +71,8 @@ def test_evaluate_flow_scores_every_system_on_held_out_speech(test_shards, real_
     assert rows["LA-2 1000"]["wer"] < 0.3
     saved = json.loads((tmp_path / "evaluation.json").read_text())
     assert [r["name"] for r in saved["systems"]] == [s.name for s in SPECS]
-    assert "Held-out test set" in (tmp_path / "evaluation.md").read_text()
+    md = (tmp_path / "evaluation.md").read_text()
+    assert "Held-out test set" in md and "scored 1 time(s)" in md
     assert (tmp_path / "evaluation_pareto.png").stat().st_size > 5_000
     run = client(mlflow_server).get_run(result["mlflow_run_id"])
     assert run.data.tags["test_set_overlap_with_training"] == "0" and "offline.wer" in run.data.metrics

@@ -227,12 +227,16 @@ def markdown(result: dict[str, Any]) -> str:
     ts = result["test_set"]
     reference = result.get("reference_system")
     iv = result.get("intervals") or {}
-    lines = [f"Held-out test set: {ts['n_utterances']} utterances, {ts['seconds']} s, {ts['speakers']} speakers "
+    split = "/".join(ts.get("splits", ["test"]))
+    lines = [f"Held-out {split} set: {ts['n_utterances']} utterances, {ts.get('n_words', '?')} words, {ts['seconds']} s, "
+             f"{ts['speakers']} speakers "
              f"({', '.join(ts.get('corpora', []))}); audio shared with any training data: "
              f"{ts.get('audio_sha256_overlap_with_training', '?')}. Offline WER {_fmt(result['offline_wer'], True)}"
              f"{' (' + result['wer_cap_reference'] + ')' if result.get('wer_cap_reference') else ''}; "
              f"WER cap for latency claims: offline + {100 * result['wer_cap_points']:g} points. Timings: median of "
-             f"{max((r.get('repeats', 1) for r in result['systems']), default=1)} run(s) of the whole set.", ""]
+             f"{max((r.get('repeats', 1) for r in result['systems']), default=1)} run(s) of the whole set."
+             + (f" This {split} set has been scored {ts['times_scored']} time(s) for `{ts.get('purpose')}` "
+                f"(ledger: `{ts.get('ledger')}`)." if ts.get("times_scored") else ""), ""]
     if iv:
         lines += [f"[brackets]: 95 % paired bootstrap intervals over {iv['unit']}s ({iv['n_resamples']:,} "
                   f"resamples, seed {iv['seed']}; {', '.join(f'{m}: {k}' for m, k in iv['method'].items())}). "

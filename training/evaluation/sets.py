@@ -75,4 +75,5 @@ def describe(version_dirs: Sequence[str | Path], splits: Sequence[str], utteranc
     digest = hashlib.sha256("".join(sorted(r["audio_sha256"] for r in rows)).encode()).hexdigest()
     return {"n_utterances": len(utterances), "seconds": round(sum(len(u.audio) for u in utterances) / 16_000, 1),
             "speakers": len({(r["corpus"], r["speaker"]) for r in rows}),
+            "n_words": sum(len(r["words"]) for r in rows),  # aligned transcript words (dataset.json counts these)
             "corpora": sorted({r["corpus"] for r in rows}), "splits": list(splits), "audio_sha256": digest}
