@@ -186,6 +186,9 @@ def evaluate_cmd(
     repeats: Annotated[int, typer.Option(help="stream the set N times; timings are medians of the N")] = 1,
     out: Annotated[Optional[Path], typer.Option(help="folder for evaluation.json / .md / _pareto.png")] = None,
     tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
+    ledger: Annotated[Optional[Path], typer.Option(help="test ledger (JSONL): a `test` scoring appends a line")] =
+        Path("benchmarks/results/test_ledger.jsonl"),
+    purpose: Annotated[str, typer.Option(help="why the test split is scored (release, smoke, ...)")] = "release",
 ) -> None:
     """Every system on the same held-out utterances in one run (Prefect flow evaluate → report + MLflow)."""
     from flows.evaluate import run_evaluate
@@ -200,7 +203,8 @@ def evaluate_cmd(
     specs = default_specs(chunk_ms or [300, 1000], adapters, rcs_adapter, emma, emma_adapter, t_emma, peers,
                           emma_chunk_ms=emma_chunk)
     result = run_evaluate(specs, test, train or [], train_split or ["train"], split, limit,
-                          str(out) if out else None, tracking_uri, repeats=repeats)
+                          str(out) if out else None, tracking_uri, repeats=repeats,
+                          ledger_path=str(ledger) if ledger else None, purpose=purpose)
     typer.echo(json.dumps({k: v for k, v in result.items() if k != "systems"} | {"systems": [
         {k: r[k] for k in ("name", "source", "chunk_ms", "wer", "word_latency_ms_median", "rtf", "within_wer_cap")}
         for r in result["systems"]]}, indent=2, default=str))

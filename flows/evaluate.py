@@ -14,12 +14,12 @@ from training.evaluation.systems import SystemSpec
 def evaluate(specs: list[SystemSpec], test_datasets: list[str], train_datasets: list[str],
              train_splits: list[str], split: str = "test", limit: int | None = None, out_dir: str | None = None,
              tracking_uri: str | None = None, repeats: int = 1, ledger_path: str | None = None,
-             purpose: str = "release", reference: str | None = None) -> dict:
+             purpose: str = "release", reference: str | None = None, stride: int = 1) -> dict:
     from training.evaluation.report import markdown
 
     result = evaluate_held_out(specs, test_datasets, train_datasets, train_splits, split, limit, out_dir,
                                tracking_uri, repeats=repeats, ledger_path=ledger_path, purpose=purpose,
-                               reference=reference)
+                               reference=reference, stride=stride)
     create_markdown_artifact(key="evaluation", markdown=markdown(result))
     return result
 

@@ -86,7 +86,8 @@ def _stages(config: PipelineConfig, realspeech: str | None) -> dict:
                                  ((out.get("train_hush_word") or {}).get("training") or {}).get("hush_word_dir"))
         out["evaluate_test"] = timed("evaluate", evaluate, specs, held_out, datasets, ["train"],
                                      limit=config.evaluate_limit, out_dir=str(root / "evaluation"),
-                                     tracking_uri=config.tracking_uri)
+                                     tracking_uri=config.tracking_uri, ledger_path=str(root / "test_ledger.jsonl"),
+                                     purpose="pipeline")
         promotion = (out.get("sweep_emma") or {}).get("promotion")
         out["promotion_test_tags"] = tag_test_numbers(out["sweep_emma"]["tracking_uri"], promotion,
                                                       out["evaluate_test"]) if promotion else {}

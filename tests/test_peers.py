@@ -121,3 +121,36 @@ def test_simul_streaming_streams_real_speech(simul_streaming, utterances):
     packed = whisper._ALIGNMENT_HEADS["tiny.en"]  # noqa: SLF001
     expected = np.frombuffer(gzip.decompress(base64.b85decode(packed)), dtype=bool)
     assert np.array_equal(model.alignment_heads.to_dense().numpy().reshape(-1), expected)
+
+
+def test_voice_activity_controller_skips_silence_and_keeps_the_words(local_agreement, utterances):
+    """whisperlivekit's VAC in front of LocalAgreement-2 (the server's default): two utterances with 2 s of silence
+    between them in one stream. The silent chunks run no ASR step, a speech end commits the segment, and the words
+    are as accurate as without VAC."""
+    from training.evaluation.peers import _Vac
+
+    (a, ref_a), (b, ref_b) = utterances
+    gap = np.zeros(2 * SAMPLE_RATE, dtype=np.float32)
+    audio = np.concatenate([a, gap, b, gap])
+    vac_peer = WhisperLiveKitLocalAgreement.__new__(WhisperLiveKitLocalAgreement)
+    vac_peer.__dict__.update(local_agreement.__dict__)  # same loaded model, VAC on
+    vac_peer.vac = True
+    vac_peer.reset()
+    steps = []
+    original = vac_peer._step
+
+    def counted():
+        steps.append(vac_peer._samples)
+        original()
+
+    vac_peer._step = counted
+    record = run_stream(vac_peer, audio, CHUNK_MS)
+    n_chunks = -(-audio.size // (CHUNK_MS * SAMPLE_RATE // 1000))
+    assert len(steps) < n_chunks  # chunks of pure silence ran no process_iter
+    counts = wer_counts([f"{ref_a} {ref_b}"], [record.text])
+    assert counts.rate < 0.25, record.text
+    # the segmenter itself: silence only → no speech piece; speech → a start, pieces, and an end after the speech
+    vad = _Vac()
+    assert all(kind != "speech" for kind, _ in vad.split(np.zeros(SAMPLE_RATE, dtype=np.float32)))
+    events = [kind for kind, _ in vad.split(np.concatenate([a, gap]))]
+    assert events[0] == "silence_end" and "speech" in events and events[-1] == "silence_start"
