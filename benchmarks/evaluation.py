@@ -134,8 +134,8 @@ def _choose(state: dict, results: dict, seeds: list[int], args) -> None:
         names = {r["name"] for r in real["systems"]}
         pairs = {"beam_4_vs_greedy": (f"{first} beam 4", first), "reuse_vs_exact_cache": (f"{first} reuse cache", first),
                  "rcs_vs_tuned_300ms": ("causal random-chunk adapter 300 ms", first),
-                 "two_pass_every_600_vs_300": ("two-pass (rcs + verifier) 300 ms every 600 ms",
-                                               "two-pass (rcs + verifier) 300 ms every 300 ms")}
+                 "two_pass_every_600_vs_300": ("two-pass 300 ms every 600 ms", "two-pass 300 ms every 300 ms"),
+                 "two_pass_vs_causal_alone": ("two-pass 300 ms every 300 ms", first)}
         choices["decoding"] = {k: sel.pairwise(real, a, b) for k, (a, b) in pairs.items() if {a, b} <= names}
     choices["seeds"] = sel.seed_spread({k: v for k, v in results.items() if k != "real_dev_peers"}, seeds)
     if "synthetic_dev" in results:
@@ -160,7 +160,6 @@ def release_specs(state: dict, choices: dict) -> tuple[list, str]:
     seeds = sorted(int(k.split("seed")[1]) for k in art["adapters"] if k.startswith("300ms-seed"))
     first = art["adapters"][f"300ms-seed{seeds[0]}"]["adapter_dir"]
     rcs = art["adapters"].get("rcs", {}).get("adapter_dir")
-    hush = art.get("hush_word", {}).get("hush_word_dir")
     ours = [SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=first),
             SystemSpec("causal tuned 300 ms beam 4", "causal", 300, adapter_dir=first, beam_size=4)]
     if rcs:
@@ -170,9 +169,7 @@ def release_specs(state: dict, choices: dict) -> tuple[list, str]:
         e = art["emma"]
         ours.append(SystemSpec(f"causal tuned + EMMA 300 ms (t_emma {choices['t_emma']['t_emma']})", "causal", 300,
                                adapter_dir=e["adapter_dir"], emma_dir=e["policy_dir"], t_emma=choices["t_emma"]["t_emma"]))
-    if hush and rcs:
-        ours.append(SystemSpec("two-pass (rcs + verifier) 300 ms", "two-pass", 300, adapter_dir=rcs, verifier="hush",
-                               hush_dir=hush, every_ms=300))
+    ours.append(SystemSpec("two-pass 300 ms", "two-pass", 300, **sel.two_pass_parts(art, seeds), every_ms=300))
     champ = choices.get("champion", {})
     if champ.get("name"):
         spec = SystemSpec(**{**champ["spec"], "name": f"champion (dev): {champ['name']}"})

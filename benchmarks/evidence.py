@@ -27,7 +27,7 @@ REAL_CORPORA = ("realspeech/ljspeech", "realspeech/cmu_arctic", "realspeech-more
                 "realspeech-more/vctk", "realspeech-more/fleurs", "realspeech-more/misc", "realspeech-extra/mfa",
                 "realspeech-extra/armkit", "realspeech-extra/fsdd")
 REAL_SPLITS = {"train": 0.0, "dev": 0.4, "test": 0.6}
-KOKORO_TRAIN_REPEATS = 3  # each training sentence in 3 of the 22 training voices
+KOKORO_TRAIN_REPEATS = 2  # each training sentence in 2 of the 22 training voices (CPU budget of one session)
 
 
 def real_corpus_links(shared_data: Path, out: Path) -> Path:
