@@ -41,11 +41,6 @@ def _save(out: Path, state: dict) -> None:
     (out / "state.json").write_text(json.dumps(state, indent=2) + "\n")
 
 
-def _slim(result: dict) -> dict:
-    """The committed copy: per-utterance results stay (intervals are recomputable from them)."""
-    return result
-
-
 def stage_data(args, out: Path, state: dict) -> None:
     from benchmarks.evidence import build_datasets, dataset_counts
 
@@ -91,28 +86,31 @@ def stage_select(args, out: Path, state: dict) -> None:
     if "synthetic" in args.sets:
         syn = _evaluate(sel.synthetic_candidates(art, seeds), [state["datasets"]["kokoro_dev"]], train, "dev",
                         out / "select-synthetic", args, reference="offline Whisper (ours, 30 s pad)")
-        write_report(_slim(syn), SELECTION, "synthetic_dev_systems")
+        write_report(syn, SELECTION, "synthetic_dev_systems")
         results["synthetic_dev"] = syn
     if "peers" in args.sets:  # needs no trained artifact: can run while training does (WERs do not depend on load)
-        peers = _evaluate(sel.peer_candidates(), [state["datasets"]["real"]], train, "dev", out / "select-peers", args,
-                          reference=sel.peer_name("whisperlivekit-la", 1000, False), stride=args.peer_stride)
-        write_report(_slim(peers), SELECTION, "dev_peers")
-        results["real_dev_peers"] = peers
+        budgets = tuple(int(b) for b in args.budgets.split(","))
+        name = "dev_peers_" + "_".join(map(str, budgets))  # one file per budget set: runs can be split
+        peers = _evaluate(sel.peer_candidates(budgets), [state["datasets"]["real"]], train, "dev", out / name, args,
+                          reference=sel.peer_name("whisperlivekit-la", max(budgets), False), stride=args.peer_stride)
+        write_report(peers, SELECTION, name)
+        results[f"real_dev_peers:{name}"] = peers
     if "real" in args.sets:
         real = _evaluate(sel.ours_candidates(art, seeds), [state["datasets"]["real"]], train, "dev",
                          out / "select-real", args)
-        write_report(_slim(real), SELECTION, "dev_systems")
+        write_report(real, SELECTION, "dev_systems")
         results["real_dev"] = real
     _choose(state, results, seeds, args)
 
 
 def _load_results() -> dict:
     out = {}
-    for key, name in (("real_dev", "dev_systems"), ("real_dev_peers", "dev_peers"),
-                      ("synthetic_dev", "synthetic_dev_systems")):
+    for key, name in (("real_dev", "dev_systems"), ("synthetic_dev", "synthetic_dev_systems")):
         path = SELECTION / f"{name}.json"
         if path.exists():
             out[key] = json.loads(path.read_text())
+    for path in sorted(SELECTION.glob("dev_peers_*.json")):  # peers' runs, each over its own budgets
+        out[f"real_dev_peers:{path.stem}"] = json.loads(path.read_text())
     return out
 
 
@@ -122,11 +120,13 @@ def _choose(state: dict, results: dict, seeds: list[int], args) -> None:
     results = {**_load_results(), **results}
     real = results.get("real_dev")
     choices = {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "selected_on": "dev splits only",
-               "evidence": {k: f"benchmarks/results/selection/{n}.json" for k, n in
-                            (("real_dev", "dev_systems"), ("real_dev_peers", "dev_peers"),
-                             ("synthetic_dev", "synthetic_dev_systems")) if k in results}}
-    if results.get("real_dev_peers"):
-        choices["peers"] = sel.choose_peers(results["real_dev_peers"])
+               "evidence": {k: f"benchmarks/results/selection/{k.split(':')[-1] if ':' in k else n}.json"
+                         for k, n in [("real_dev", "dev_systems"), ("synthetic_dev", "synthetic_dev_systems"),
+                                      *[(k, "") for k in results if k.startswith("real_dev_peers")]]
+                         if k in results}}
+    choices["peers"] = {}
+    for key in sorted(k for k in results if k.startswith("real_dev_peers")):
+        choices["peers"].update(sel.choose_peers(results[key]))
     if real:
         first = f"causal tuned 300 ms seed {seeds[0]}"
         choices["champion"] = sel.choose_champion(real)
@@ -137,7 +137,8 @@ def _choose(state: dict, results: dict, seeds: list[int], args) -> None:
                  "two_pass_every_600_vs_300": ("two-pass 300 ms every 600 ms", "two-pass 300 ms every 300 ms"),
                  "two_pass_vs_causal_alone": ("two-pass 300 ms every 300 ms", first)}
         choices["decoding"] = {k: sel.pairwise(real, a, b) for k, (a, b) in pairs.items() if {a, b} <= names}
-    choices["seeds"] = sel.seed_spread({k: v for k, v in results.items() if k != "real_dev_peers"}, seeds)
+    choices["seeds"] = sel.seed_spread({k: v for k, v in results.items() if not k.startswith("real_dev_peers")},
+                                       seeds)
     if "synthetic_dev" in results:
         syn = results["synthetic_dev"]
         names = {r["name"] for r in syn["systems"]}
@@ -148,7 +149,7 @@ def _choose(state: dict, results: dict, seeds: list[int], args) -> None:
     print(json.dumps({k: choices[k] for k in ("champion", "t_emma") if k in choices}, indent=1, default=str))
 
 
-def release_specs(state: dict, choices: dict) -> tuple[list, str]:
+def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = (300, 500, 1000)) -> tuple[list, str]:
     """The test rows: offline references, our dev-chosen systems, each peer policy's dev-chosen configuration per
     budget. Nothing here looks at test."""
     from benchmarks import selection as sel
@@ -178,6 +179,8 @@ def release_specs(state: dict, choices: dict) -> tuple[list, str]:
     specs += ours
     reference = None
     for key, peer in sorted(choices.get("peers", {}).items(), key=lambda kv: (kv[1]["kind"], kv[1]["chunk_ms"])):
+        if peer["chunk_ms"] not in budgets:
+            continue
         specs.append(SystemSpec(peer["name"], peer["kind"], peer["chunk_ms"], vac=peer["vac"]))
         if peer["kind"] == "whisperlivekit-la" and peer["chunk_ms"] == 1000:
             reference = peer["name"]
@@ -191,7 +194,7 @@ def stage_release(args, out: Path, state: dict) -> None:
     from training.evaluation.sets import describe, load_split
 
     choices = json.loads((SELECTION / "choices.json").read_text())
-    specs, reference = release_specs(state, choices)
+    specs, reference = release_specs(state, choices, tuple(int(b) for b in args.budgets.split(",")))
     real = state["datasets"]["real"]
     result = _evaluate(specs, [real], _train_sets(state), "test", out / "release", args, reference=reference,
                        ledger_path=str(LEDGER), purpose="release")
@@ -232,6 +235,8 @@ def main() -> None:
     parser.add_argument("--sets", default="peers,real,synthetic",
                         help="select: peers (the PyPI peers on real dev), real (ours on real dev), synthetic")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--budgets", default="300,500,1000", help="release: the latency budgets whose dev-chosen "
+                        "peer rows are scored on test")
     parser.add_argument("--peer-stride", type=int, default=2,
                         help="select: the peers' 12 configurations stream every k-th dev utterance (their CPU cost: "
                              "LocalAgreement-2 at 300 ms runs at 1.7× real time on 2 cores)")

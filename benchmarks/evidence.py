@@ -63,6 +63,9 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int) -> dict[str, str]
         "kokoro_dev": write_kokoro_corpus(out / "corpora" / "kokoro-dev", kokoro_texts("dev") * len(DEV_VOICES),
                                           DEV_VOICES, seed=0),
         "real": real_corpus_links(shared_data, out),
+        # continuous recordings of about a minute: their own evaluation set (segmented at aligned pauses, every
+        # segment keeps its recording id, so a whole recording can be streamed and resampled as one unit)
+        "longform": (shared_data / "longform").resolve(),
     }
     configs = {
         "synth": base.model_copy(update={"name": "synth", "splits": {"train": 1.0}}),
@@ -70,6 +73,7 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int) -> dict[str, str]
         "kokoro_dev": base.model_copy(update={"name": "kokoro-dev", "splits": {"dev": 1.0}}),
         "real": base.model_copy(update={"name": "realspeech-eval", "split_by": "auto", "splits": REAL_SPLITS,
                                         "split_balance": "words"}),
+        "longform": base.model_copy(update={"name": "longform", "splits": {"test": 1.0}}),
     }
     dirs = {}
     for key, corpus in corpora.items():
@@ -94,7 +98,7 @@ def finetune_config(train: list[str], real: str, steps: int, tracking: str, out:
     cfg = load_finetune_config(str(REPO / "configs" / "smoke.yaml"), datasets=tuple(train),
                                validation_datasets=(real,), max_steps=steps, tracking_uri=tracking)
     return cfg.model_copy(update={"storage_path": str(out / "ray"), "output_dir": str(out / "adapters"),
-                                  "experiment": "bench-evaluation", "validation_limit": 24})
+                                  "experiment": "bench-evaluation", "validation_limit": 16})
 
 
 def train_adapters(train: list[str], real: str, out: Path, steps: int, seeds: list[int], tracking: str,

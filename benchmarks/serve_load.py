@@ -273,13 +273,27 @@ def start_ours(adapter: str, out: Path, port: int, args) -> tuple[str, dict]:
         k: v for k, v in settings.__dict__.items() if k != "tracking_uri"}}
 
 
+def peer_setting(policy: str, chunk_ms: int = 300,
+                 choices: Path = Path(__file__).resolve().parent / "results" / "selection" / "choices.json"
+                 ) -> tuple[float, bool]:
+    """(min chunk in s, VAC on?) of a whisperlivekit policy at a latency budget: the configuration chosen on dev by
+    `benchmarks/evaluation.py select` (its best real-time setting), or 0.3 s without VAC when there is no choice."""
+    kind = {"localagreement": "whisperlivekit-la", "simulstreaming": "whisperlivekit-simul"}[policy]
+    if choices.exists():
+        peer = json.loads(choices.read_text()).get("peers", {}).get(f"{kind}@{chunk_ms}")
+        if peer:
+            return peer["chunk_ms"] / 1000, bool(peer["vac"])
+    return chunk_ms / 1000, False
+
+
 def start_wlk(policy: str, port: int, log: Path) -> tuple[str, subprocess.Popen]:
     from training.evaluation.peers import _ct2_dir, _decoder_checkpoint
 
     exe = Path(sys.executable).parent / "whisperlivekit-server"
+    min_chunk_s, vac = peer_setting(policy)
     cmd = [str(exe), "--host", "127.0.0.1", "--port", str(port), "--backend", "faster-whisper",
-           "--backend-policy", policy, "--lan", "en", "--pcm-input", "--min-chunk-size", "0.3", "--warmup-file", "",
-           "--no-vac"]
+           "--backend-policy", policy, "--lan", "en", "--pcm-input", "--min-chunk-size", str(min_chunk_s),
+           "--warmup-file", "", *([] if vac else ["--no-vac"])]
     if policy == "simulstreaming":  # as training.evaluation.peers: CTranslate2 encoder, openai-whisper decoder
         import whisper
 

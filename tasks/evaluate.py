@@ -40,7 +40,8 @@ def evaluate_held_out(specs: list[SystemSpec], test_datasets: list[str], train_d
     # scores it like the others: recognizers are reset per utterance, and real speech is too scarce to spend
     warmup = scored[0] if scored else None
     test_set = {**describe(test_datasets, [split], scored), "audio_sha256_overlap_with_training": provenance["overlap"],
-                "provenance": provenance, "warmup_utterance": warmup.utt_id if warmup else None}
+                "provenance": provenance, "warmup_utterance": warmup.utt_id if warmup else None,
+                **({"stride": stride} if stride > 1 else {})}
     if split == "test" and ledger_path:
         from training.evaluation.ledger import record_scoring
 
