@@ -212,7 +212,7 @@ def read_folder(folder: str | Path) -> tuple[list[CorpusItem], list[ScanReject]]
             continue
         speaker = speakers.get(utt_id) or speaker_from_id(utt_id) or _name(folder)
         spoken = strip_annotations(text)
-        if not spoken:
+        if text.strip() and not spoken:  # an empty line is the prepare stage's `empty_transcript`
             rejects.append(ScanReject(utt_id, str(path), "annotations_only", text[:200]))
             continue
         items.append(CorpusItem(utt_id, str(path), spoken, speaker, _name(folder)))
