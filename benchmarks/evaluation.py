@@ -96,8 +96,8 @@ def stage_select(args, out: Path, state: dict) -> None:
         write_report(peers, SELECTION, name)
         results[f"real_dev_peers:{name}"] = peers
     if "real" in args.sets:
-        real = _evaluate(sel.ours_candidates(art, seeds), [state["datasets"]["real"]], train, "dev",
-                         out / "select-real", args)
+        candidates = sel.seed_candidates(art, seeds) if args.short_list else sel.ours_candidates(art, seeds)
+        real = _evaluate(candidates, [state["datasets"]["real"]], train, "dev", out / "select-real", args)
         write_report(real, SELECTION, "dev_systems")
         results["real_dev"] = real
     _choose(state, results, seeds, args)
@@ -131,6 +131,11 @@ def _choose(state: dict, results: dict, seeds: list[int], args) -> None:
         first = f"causal tuned 300 ms seed {seeds[0]}"
         choices["champion"] = sel.choose_champion(real)
         choices["t_emma"] = sel.choose_t_emma(real)
+        seed_rows = {s: next(r for r in real["systems"] if r["name"] == f"causal tuned 300 ms seed {s}") for s in seeds}
+        best_seed = min(seeds, key=lambda s: seed_rows[s]["wer"])
+        choices["adapter"] = {"seed": best_seed, "adapter_dir": seed_rows[best_seed]["spec"]["adapter_dir"],
+                              "rule": "the seed of the 300 ms recipe with the lowest dev WER (greedy)",
+                              "dev_wer_by_seed": {s: seed_rows[s]["wer"] for s in seeds}}
         names = {r["name"] for r in real["systems"]}
         pairs = {"beam_4_vs_greedy": (f"{first} beam 4", first), "reuse_vs_exact_cache": (f"{first} reuse cache", first),
                  "rcs_vs_tuned_300ms": ("causal random-chunk adapter 300 ms", first),
@@ -161,17 +166,24 @@ def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = (300, 5
     seeds = sorted(int(k.split("seed")[1]) for k in art["adapters"] if k.startswith("300ms-seed"))
     first = art["adapters"][f"300ms-seed{seeds[0]}"]["adapter_dir"]
     rcs = art["adapters"].get("rcs", {}).get("adapter_dir")
-    ours = [SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=first),
-            SystemSpec("causal tuned 300 ms beam 4", "causal", 300, adapter_dir=first, beam_size=4)]
+    champ = choices.get("champion", {})
+    if choices.get("adapter"):  # the dev-chosen seed's adapter is the one every row of ours uses
+        first = choices["adapter"]["adapter_dir"]
+    ours = [SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=first)]
+    if "beam_4_vs_greedy" in choices.get("decoding", {}):
+        ours.append(SystemSpec("causal tuned 300 ms beam 4", "causal", 300, adapter_dir=first, beam_size=4))
     if rcs:
         ours += [SystemSpec("causal random-chunk adapter 1000 ms beam 4", "causal", 1000, adapter_dir=rcs,
                             beam_size=4)]
-    if art.get("emma") and choices.get("t_emma"):
+    if art.get("emma") and choices.get("t_emma"):  # (t_emma is only chosen when dev scored the thresholds)
         e = art["emma"]
         ours.append(SystemSpec(f"causal tuned + EMMA 300 ms (t_emma {choices['t_emma']['t_emma']})", "causal", 300,
                                adapter_dir=e["adapter_dir"], emma_dir=e["policy_dir"], t_emma=choices["t_emma"]["t_emma"]))
-    ours.append(SystemSpec("two-pass 300 ms", "two-pass", 300, **sel.two_pass_parts(art, seeds), every_ms=300))
-    champ = choices.get("champion", {})
+    if "two_pass_vs_causal_alone" in choices.get("decoding", {}):  # only what dev measured reaches test
+        parts = sel.two_pass_parts(art, seeds)
+        if not rcs:
+            parts["adapter_dir"] = first
+        ours.append(SystemSpec("two-pass 300 ms", "two-pass", 300, **parts, every_ms=300))
     if champ.get("name"):
         spec = SystemSpec(**{**champ["spec"], "name": f"champion (dev): {champ['name']}"})
         ours = [s for s in ours if (s.kind, s.chunk_ms, s.adapter_dir, s.beam_size, s.emma_dir, s.every_ms) !=
@@ -235,6 +247,9 @@ def main() -> None:
     parser.add_argument("--sets", default="peers,real,synthetic",
                         help="select: peers (the PyPI peers on real dev), real (ours on real dev), synthetic")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--short-list", action="store_true",
+                        help="select: ours = the offline references and every seed, greedy (no beam, cache, EMMA, "
+                             "two-pass candidates)")
     parser.add_argument("--budgets", default="300,500,1000", help="release: the latency budgets whose dev-chosen "
                         "peer rows are scored on test")
     parser.add_argument("--peer-stride", type=int, default=2,

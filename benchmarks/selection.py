@@ -41,6 +41,15 @@ def peer_candidates(budgets=BUDGETS_MS) -> list[SystemSpec]:
             for vac in (False, True)]
 
 
+def seed_candidates(art: dict[str, Any], seeds: list[int]) -> list[SystemSpec]:
+    """The short list: the offline references and every seed of the 300 ms adapter, greedy (which seed is the
+    champion's adapter, and the spread of the recipe)."""
+    return [SystemSpec("offline Whisper (ours, 30 s pad)", "offline"), SystemSpec("faster-whisper offline",
+                                                                                  "faster-whisper")] + [
+        SystemSpec(f"causal tuned 300 ms seed {s}", "causal", 300,
+                   adapter_dir=art["adapters"][f"300ms-seed{s}"]["adapter_dir"]) for s in seeds]
+
+
 def ours_candidates(art: dict[str, Any], seeds: list[int], beam: int = 4) -> list[SystemSpec]:
     """Our systems on the real dev set: every seed of the 300 ms adapter (greedy), the first seed with beam search
     and with the `reuse` cache, the random-chunk adapter at 300 and 1000 ms (greedy, beam), EMMA at every
@@ -217,8 +226,14 @@ def choices_markdown(choices: dict[str, Any]) -> str:
             cands = " / ".join(_pct(v) for v in p["candidates"].values())
             lines.append(f"| {key} | {p['name']} | {cands} | {_diff((p.get('difference') or {}).get('wer'))} |")
         lines.append("")
+    if choices.get("adapter"):
+        a = choices["adapter"]
+        lines += ["## The adapter (seed) every release row of ours uses", "", f"{a['rule']}: seed **{a['seed']}** "
+                  f"(dev WER by seed: {', '.join(f'{k}: {_pct(v)}' for k, v in a['dev_wer_by_seed'].items())}).", ""]
     champ = choices.get("champion")
-    if champ:
+    if champ and not champ.get("name"):
+        lines += ["## Champion (`best_streaming`)", "", f"None: {champ.get('why')}.", ""]
+    elif champ:
         lines += ["## Champion (`best_streaming`)", "", f"{champ.get('rule', '')}: **{champ.get('name')}**, dev WER "
                   f"{_pct(champ.get('dev_wer'))}, median word latency {champ.get('dev_word_latency_ms_median')} ms."]
         if champ.get("vs_runner_up"):

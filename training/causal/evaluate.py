@@ -14,8 +14,8 @@ def load_tuned(model_name: str, adapter_dir: str | Path | None, merge: bool = Tr
                precision: str | None = None):
     """Base weights (+ the adapter, checked against the base sha256), in eval mode, for inference.
 
-    ``merge``: fold the adapter into the base weights (``training.lora.merge_adapter``): the same transcripts,
-    −20 % compute on the held-out test split (tiny.en, 300 ms, benchmarks/results/streaming.md). ``precision``: then
+    ``merge``: fold the adapter into the base weights (``training.lora.merge_adapter``): the same arithmetic up
+    to float rounding, −20 % compute (tiny.en, 300 ms, benchmarks/results/streaming.md). ``precision``: then
     lower the Linear layers to bfloat16 or int8, of the encoder or of encoder and decoder (``"bf16-all"``,
     ``"int8-encoder"``, ...: ``training.streaming.quantize.PRECISIONS``; implies ``merge``)."""
     from training.lora import load_adapter, merge_adapter

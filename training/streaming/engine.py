@@ -55,9 +55,9 @@ class CausalStreamingEngine:
                  flush_ms: int = FLUSH_MS) -> None:
         """`beam_size` None/1: greedy (Algorithm 1), else streaming beam search (Algorithm 2).
         `cache_policy` / `int8_vocab`: the decoder's speed trade-offs (decoding.py, textdecoder.py); "exact" by
-        default: it is the computation the stability rule is defined on, not an approximation of it; the 75-word
-        dev split could not tell the two apart (±2 words either way); on the held-out test split (tuned 300 ms
-        adapter) "reuse" costs 22.5 % WER against 14.3 % for 10 % less compute (benchmarks/results/streaming.md).
+        default: it is the computation the stability rule is defined on, not an approximation of it. No dev
+        measurement on the current splits compares the two yet (benchmarks/results/selection/README.md lists the
+        defaults still waiting for one); a number read off a test split cannot choose a default.
         `pad_silence`: the decoder sees the frames heard so far followed by encoder frames of
         silence up to 30 s (see textdecoder.CrossCache): needed by the original weights, which
         otherwise restart the sentence on partial audio; off in the paper's setting.
