@@ -127,7 +127,7 @@ def test_voice_activity_controller_skips_silence_and_keeps_the_words(local_agree
     """whisperlivekit's VAC in front of LocalAgreement-2 (the server's default): two utterances with 2 s of silence
     between them in one stream. The silent chunks run no ASR step, a speech end commits the segment, and the words
     are as accurate as without VAC."""
-    from training.evaluation.peers import _Vac
+    from training.evaluation.vac import VoiceActivityController
 
     (a, ref_a), (b, ref_b) = utterances
     gap = np.zeros(2 * SAMPLE_RATE, dtype=np.float32)
@@ -152,7 +152,7 @@ def test_voice_activity_controller_skips_silence_and_keeps_the_words(local_agree
     # syllable can be clipped ("Not at" for "Nat"): a word or two more than without VAC
     assert counts.rate <= 0.3, record.text
     # the segmenter itself: silence only → no speech piece; speech → a start, pieces, and an end after the speech
-    vad = _Vac()
+    vad = VoiceActivityController()
     assert all(kind != "speech" for kind, _ in vad.split(np.zeros(SAMPLE_RATE, dtype=np.float32)))
     events = [kind for kind, _ in vad.split(np.concatenate([a, gap]))]
     assert events[0] == "silence_end" and "speech" in events and events[-1] == "silence_start"
