@@ -49,6 +49,11 @@ def stage_data(args, out: Path, state: dict) -> None:
     print(json.dumps(state["dataset_counts"], indent=1))
 
 
+def _seeds(art: dict) -> list[int]:
+    """The seeds of the trained 300 ms adapters (keys `300ms-seed<N>`), ascending."""
+    return sorted(int(k.split("seed")[1]) for k in art.get("adapters", {}) if k.startswith("300ms-seed"))
+
+
 def _train_sets(state: dict) -> list[str]:
     return [state["datasets"][k] for k in ("synth", "kokoro_train") if k in state.get("datasets", {})]
 
@@ -80,7 +85,7 @@ def stage_select(args, out: Path, state: dict) -> None:
     from training.evaluation.report import write_report
 
     art, train = state.get("artifacts", {}), _train_sets(state)
-    seeds = sorted(int(k.split("seed")[1]) for k in art.get("adapters", {}) if k.startswith("300ms-seed"))
+    seeds = _seeds(art)
     SELECTION.mkdir(parents=True, exist_ok=True)
     results = {}
     if "synthetic" in args.sets:
@@ -163,7 +168,7 @@ def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = (300, 5
     art = state["artifacts"]
     specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline"),
              SystemSpec("faster-whisper offline", "faster-whisper")]
-    seeds = sorted(int(k.split("seed")[1]) for k in art["adapters"] if k.startswith("300ms-seed"))
+    seeds = _seeds(art)
     first = art["adapters"][f"300ms-seed{seeds[0]}"]["adapter_dir"]
     rcs = art["adapters"].get("rcs", {}).get("adapter_dir")
     champ = choices.get("champion", {})
@@ -266,8 +271,7 @@ def main() -> None:
 
     with prefect_api():
         if args.stage == "choose":
-            seeds = sorted(int(k.split("seed")[1]) for k in state.get("artifacts", {}).get("adapters", {})
-                           if "seed" in k)
+            seeds = _seeds(state.get("artifacts", {}))
             _choose(state, {}, seeds, args)
         else:
             {"data": stage_data, "train": stage_train, "select": stage_select, "release": stage_release}[args.stage](
