@@ -159,9 +159,12 @@ def _choose(state: dict, results: dict, seeds: list[int], args) -> None:
     print(json.dumps({k: choices[k] for k in ("champion", "t_emma") if k in choices}, indent=1, default=str))
 
 
-def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = (300, 500, 1000)) -> tuple[list, str]:
-    """The test rows: offline references, our dev-chosen systems, each peer policy's dev-chosen configuration per
-    budget. Nothing here looks at test."""
+def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = (300, 500, 1000),
+                  ours_rows: bool = True) -> tuple[list, str | None]:
+    """The test rows: offline references, our dev-chosen systems (``ours``), each peer policy's dev-chosen
+    configuration per budget in ``budgets``; and the reference every row is compared with (LocalAgreement-2 at
+    1 s, its dev-chosen configuration), named whether or not this part scores it. ``ours_rows`` False: the peers
+    alone (a part of a release scored in parts). Nothing here looks at test."""
     from benchmarks import selection as sel
     from training.evaluation.systems import SystemSpec
 
@@ -193,28 +196,40 @@ def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = (300, 5
         spec = SystemSpec(**{**champ["spec"], "name": f"champion (dev): {champ['name']}"})
         ours = [s for s in ours if (s.kind, s.chunk_ms, s.adapter_dir, s.beam_size, s.emma_dir, s.every_ms) !=
                 (spec.kind, spec.chunk_ms, spec.adapter_dir, spec.beam_size, spec.emma_dir, spec.every_ms)] + [spec]
-    specs += ours
-    reference = None
-    for key, peer in sorted(choices.get("peers", {}).items(), key=lambda kv: (kv[1]["kind"], kv[1]["chunk_ms"])):
-        if peer["chunk_ms"] not in budgets:
-            continue
-        specs.append(SystemSpec(peer["name"], peer["kind"], peer["chunk_ms"], vac=peer["vac"]))
-        if peer["kind"] == "whisperlivekit-la" and peer["chunk_ms"] == 1000:
-            reference = peer["name"]
+    specs = specs + ours if ours_rows else []
+    peers = choices.get("peers", {})
+    for key, peer in sorted(peers.items(), key=lambda kv: (kv[1]["kind"], kv[1]["chunk_ms"])):
+        if peer["chunk_ms"] in budgets:
+            specs.append(SystemSpec(peer["name"], peer["kind"], peer["chunk_ms"], vac=peer["vac"]))
+    reference = peers.get("whisperlivekit-la@1000", {}).get("name")
     return specs, reference
 
 
 def stage_release(args, out: Path, state: dict) -> None:
+    """Scores one part of the release on test (``--budgets`` picks the peer rows, ``--peers-only`` leaves out the
+    offline references and ours) and merges it into ``benchmarks/results/evaluation.json``
+    (``training.evaluation.merge``): a release that does not fit in one sitting is finished part by part."""
     from benchmarks.evidence import dataset_counts
     from data.tts_kokoro import DEV_VOICES
+    from training.evaluation.ledger import scored_per_system
+    from training.evaluation.merge import budget_coverage, merge_release
     from training.evaluation.report import write_report
     from training.evaluation.sets import describe, load_split
 
     choices = json.loads((SELECTION / "choices.json").read_text())
-    specs, reference = release_specs(state, choices, tuple(int(b) for b in args.budgets.split(",")))
+    budgets = tuple(int(b) for b in args.budgets.split(",")) if args.budgets else ()
+    specs, reference = release_specs(state, choices, budgets, ours_rows=not args.peers_only)
+    if not specs:
+        raise SystemExit("release: nothing to score (--peers-only with no --budgets)")
     real = state["datasets"]["real"]
-    result = _evaluate(specs, [real], _train_sets(state), "test", out / "release", args, reference=reference,
-                       ledger_path=str(LEDGER), purpose="release")
+    tag = ("peers" if args.peers_only else "ours") + ("-" + "_".join(map(str, budgets)) if budgets else "")
+    part = _evaluate(specs, [real], _train_sets(state), "test", out / f"release-{tag}", args,
+                     reference=reference if reference in {s.name for s in specs} else None,
+                     ledger_path=str(LEDGER), purpose="release")
+    path = RESULTS / "evaluation.json"
+    previous = json.loads(path.read_text()) if path.exists() else None
+    result = merge_release(previous, part, reference=reference,
+                           scored_per_system=scored_per_system(LEDGER, part["test_set"]["audio_sha256"]))
     dev = load_split([real], ["dev"])
     syn_dir = state["datasets"]["kokoro_dev"]
     syn = load_split([syn_dir], ["dev"])
@@ -226,14 +241,15 @@ def stage_release(args, out: Path, state: dict) -> None:
                            "peers_by_budget": {k: {"name": v["name"], "vac": v["vac"], "dev_wer": v["dev_wer"]}
                                                for k, v in choices.get("peers", {}).items()},
                            "t_emma": choices.get("t_emma", {}).get("t_emma")}
+    result["peers_on_test"] = budget_coverage(result["systems"], choices.get("peers", {}))
     champ = next((r for r in result["systems"] if r["name"].startswith("champion (dev)")), None)
     result["best_streaming"] = None if champ is None else {
         k: champ.get(k) for k in ("name", "chunk_ms", "wer", "word_latency_ms_median", "word_latency_ms_p90", "rtf",
                                   "ci95", "vs_reference")} | {"selected_on": "dev"}
     result["training"] = {"datasets": _train_sets(state), "splits": ["train"], "artifacts": state["artifacts"]}
-    result["command"] = " ".join(["python", *sys.argv])
-    for path in write_report(result, RESULTS, "evaluation"):
-        print(path)
+    result.setdefault("commands", []).append(" ".join(["python", *sys.argv]))
+    for p in write_report(result, RESULTS, "evaluation"):
+        print(p)
 
 
 def main() -> None:
@@ -255,8 +271,10 @@ def main() -> None:
     parser.add_argument("--short-list", action="store_true",
                         help="select: ours = the offline references and every seed, greedy (no beam, cache, EMMA, "
                              "two-pass candidates)")
-    parser.add_argument("--budgets", default="300,500,1000", help="release: the latency budgets whose dev-chosen "
-                        "peer rows are scored on test")
+    parser.add_argument("--budgets", default="300,500,1000", help="select / release: the latency budgets whose "
+                        "peer configurations are scored ('' for none)")
+    parser.add_argument("--peers-only", action="store_true",
+                        help="release: score only the peer rows of --budgets (a release scored in parts)")
     parser.add_argument("--peer-stride", type=int, default=2,
                         help="select: the peers' 12 configurations stream every k-th dev utterance (their CPU cost: "
                              "LocalAgreement-2 at 300 ms runs at 1.7× real time on 2 cores)")

@@ -33,6 +33,17 @@ def times_scored(path: str | Path, audio_sha256: str, purpose: str | None = "rel
                if r.get("audio_sha256") == audio_sha256 and (purpose is None or r.get("purpose") == purpose))
 
 
+def scored_per_system(path: str | Path, audio_sha256: str, purpose: str | None = "release") -> dict[str, int]:
+    """How often each system was scored on the test set with this audio hash (for ``purpose``): a release scored
+    in parts spends the split once per system, and a system scored twice is what the ledger exists to show."""
+    counts: dict[str, int] = {}
+    for r in read_ledger(path):
+        if r.get("audio_sha256") == audio_sha256 and (purpose is None or r.get("purpose") == purpose):
+            for name in r.get("systems", []):
+                counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 def record_scoring(path: str | Path, *, test_set: dict[str, Any], systems: Sequence[str], purpose: str,
                    commit: str | None = None, command: str | None = None) -> dict[str, Any]:
     """Append one line for a scoring of ``test_set`` (``describe``'s dict: ``audio_sha256``, ``n_utterances``,

@@ -257,7 +257,28 @@ def markdown(result: dict[str, Any]) -> str:
             f"{_fmt(r['end_lag_ms_median'])} | {'yes' if r['within_wer_cap'] else 'no'} | "
             f"{'yes' if r.get('pareto') else ''} | "
             + " | ".join(_vs(r, m, reference) for m in intervals.METRICS) + " |")
+    lines += _parts_notes(result)
     return "\n".join(lines) + "\n"
+
+
+def _parts_notes(result: dict[str, Any]) -> list[str]:
+    """What a release scored in parts (training.evaluation.merge) has not scored yet, and how often each row's
+    system was scored on this test set."""
+    notes = []
+    if result.get("reference_missing"):
+        notes.append(f"- The reference `{result['reference_missing']}` is not scored yet: no row is compared.")
+    missing = [k for k, v in (result.get("peers_on_test") or {}).items() if v is None]
+    if missing:
+        notes.append(f"- Dev-chosen peer configurations not scored on test yet: {', '.join(missing)}.")
+    per = (result.get("test_set") or {}).get("scored_per_system") or {}
+    again = {k: v for k, v in per.items() if v > 1}
+    if per:
+        notes.append(f"- Release scorings of this test set per system (ledger): "
+                     + (", ".join(f"{k} ×{v}" for k, v in again.items()) if again else "each system once") + ".")
+    if result.get("parts"):
+        notes.append("- Scored in parts: " + "; ".join(f"{p['created']}: {', '.join(p['systems'])}"
+                                                     for p in result["parts"]) + ".")
+    return ["", *notes] if notes else []
 
 
 def _err(point: float, ci: Sequence[float] | None, scale: float = 1.0) -> list[list[float]]:
