@@ -54,6 +54,11 @@ def _seeds(art: dict) -> list[int]:
     return sorted(int(k.split("seed")[1]) for k in art.get("adapters", {}) if k.startswith("300ms-seed"))
 
 
+def _budgets(args) -> tuple[int, ...]:
+    """``--budgets`` ("300,500,1000"; "" for none) as chunk sizes in ms."""
+    return tuple(int(b) for b in args.budgets.split(",") if b.strip())
+
+
 def _train_sets(state: dict) -> list[str]:
     return [state["datasets"][k] for k in ("synth", "kokoro_train") if k in state.get("datasets", {})]
 
@@ -94,7 +99,7 @@ def stage_select(args, out: Path, state: dict) -> None:
         write_report(syn, SELECTION, "synthetic_dev_systems")
         results["synthetic_dev"] = syn
     if "peers" in args.sets:  # needs no trained artifact: can run while training does (WERs do not depend on load)
-        budgets = tuple(int(b) for b in args.budgets.split(","))
+        budgets = _budgets(args)
         name = "dev_peers_" + "_".join(map(str, budgets))  # one file per budget set: runs can be split
         peers = _evaluate(sel.peer_candidates(budgets), [state["datasets"]["real"]], train, "dev", out / name, args,
                           reference=sel.peer_name("whisperlivekit-la", max(budgets), False), stride=args.peer_stride)
@@ -217,7 +222,7 @@ def stage_release(args, out: Path, state: dict) -> None:
     from training.evaluation.sets import describe, load_split
 
     choices = json.loads((SELECTION / "choices.json").read_text())
-    budgets = tuple(int(b) for b in args.budgets.split(",")) if args.budgets else ()
+    budgets = _budgets(args)
     specs, reference = release_specs(state, choices, budgets, ours_rows=not args.peers_only)
     if not specs:
         raise SystemExit("release: nothing to score (--peers-only with no --budgets)")
