@@ -165,11 +165,12 @@ def _choose(state: dict, results: dict, seeds: list[int], args) -> None:
 
 
 def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = (300, 500, 1000),
-                  ours_rows: bool = True) -> tuple[list, str | None]:
+                  ours_rows: bool = True, policies: tuple[str, ...] | None = None) -> tuple[list, str | None]:
     """The test rows: offline references, our dev-chosen systems (``ours``), each peer policy's dev-chosen
     configuration per budget in ``budgets``; and the reference every row is compared with (LocalAgreement-2 at
     1 s, its dev-chosen configuration), named whether or not this part scores it. ``ours_rows`` False: the peers
-    alone (a part of a release scored in parts). Nothing here looks at test."""
+    alone (a part of a release scored in parts); ``policies``: only these peer kinds (None: every one). Nothing here
+    looks at test."""
     from benchmarks import selection as sel
     from training.evaluation.systems import SystemSpec
 
@@ -204,7 +205,7 @@ def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = (300, 5
     specs = specs + ours if ours_rows else []
     peers = choices.get("peers", {})
     for key, peer in sorted(peers.items(), key=lambda kv: (kv[1]["kind"], kv[1]["chunk_ms"])):
-        if peer["chunk_ms"] in budgets:
+        if peer["chunk_ms"] in budgets and (policies is None or peer["kind"] in policies):
             specs.append(SystemSpec(peer["name"], peer["kind"], peer["chunk_ms"], vac=peer["vac"]))
     reference = peers.get("whisperlivekit-la@1000", {}).get("name")
     return specs, reference
@@ -223,7 +224,8 @@ def stage_release(args, out: Path, state: dict) -> None:
 
     choices = json.loads((SELECTION / "choices.json").read_text())
     budgets = _budgets(args)
-    specs, reference = release_specs(state, choices, budgets, ours_rows=not args.peers_only)
+    policies = tuple(f"whisperlivekit-{p.strip()}" for p in args.policies.split(",")) if args.policies else None
+    specs, reference = release_specs(state, choices, budgets, ours_rows=not args.peers_only, policies=policies)
     if not specs:
         raise SystemExit("release: nothing to score (--peers-only with no --budgets)")
     real = state["datasets"]["real"]
@@ -278,6 +280,8 @@ def main() -> None:
                              "two-pass candidates)")
     parser.add_argument("--budgets", default="300,500,1000", help="select / release: the latency budgets whose "
                         "peer configurations are scored ('' for none)")
+    parser.add_argument("--policies", default="", help="release: only these peer policies ('la', 'simul'; "
+                        "default: both)")
     parser.add_argument("--peers-only", action="store_true",
                         help="release: score only the peer rows of --budgets (a release scored in parts)")
     parser.add_argument("--peer-stride", type=int, default=2,
