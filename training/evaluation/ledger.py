@@ -11,6 +11,7 @@ the split.
 from __future__ import annotations
 
 import json
+from collections import Counter
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,21 +28,21 @@ def read_ledger(path: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def _scorings(path: str | Path, audio_sha256: str, purpose: str | None) -> list[dict[str, Any]]:
+    """The ledger's rows for the test set with this audio hash (for ``purpose``; None: any purpose)."""
+    return [r for r in read_ledger(path)
+            if r.get("audio_sha256") == audio_sha256 and (purpose is None or r.get("purpose") == purpose)]
+
+
 def times_scored(path: str | Path, audio_sha256: str, purpose: str | None = "release") -> int:
     """How often the test set with this audio hash was scored (for ``purpose``; None: any purpose)."""
-    return sum(1 for r in read_ledger(path)
-               if r.get("audio_sha256") == audio_sha256 and (purpose is None or r.get("purpose") == purpose))
+    return len(_scorings(path, audio_sha256, purpose))
 
 
 def scored_per_system(path: str | Path, audio_sha256: str, purpose: str | None = "release") -> dict[str, int]:
     """How often each system was scored on the test set with this audio hash (for ``purpose``): a release scored
     in parts spends the split once per system, and a system scored twice is what the ledger exists to show."""
-    counts: dict[str, int] = {}
-    for r in read_ledger(path):
-        if r.get("audio_sha256") == audio_sha256 and (purpose is None or r.get("purpose") == purpose):
-            for name in r.get("systems", []):
-                counts[name] = counts.get(name, 0) + 1
-    return counts
+    return dict(Counter(name for r in _scorings(path, audio_sha256, purpose) for name in r.get("systems", [])))
 
 
 def record_scoring(path: str | Path, *, test_set: dict[str, Any], systems: Sequence[str], purpose: str,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from training.evaluation import intervals
 from training.evaluation.report import OFFLINE_KINDS, score_rows
 
 
@@ -32,7 +33,7 @@ def _order(row: dict[str, Any]) -> tuple:
 
 def merge_release(previous: dict[str, Any] | None, part: dict[str, Any], *, reference: str | None,
                   scored_per_system: dict[str, int] | None = None, seed: int = 0,
-                  n_resamples: int | None = None) -> dict[str, Any]:
+                  n_resamples: int = intervals.N_RESAMPLES) -> dict[str, Any]:
     """``part`` (an evaluation result) merged into ``previous`` (the report so far, or None).
 
     Every row of ``part`` is stamped with ``scored_at`` (the part's ``created``) and replaces a row of the same
@@ -50,12 +51,8 @@ def merge_release(previous: dict[str, Any] | None, part: dict[str, Any], *, refe
         for key in ("ci95", "vs_reference", "within_wer_cap", "pareto"):
             r.pop(key, None)
     present = reference if reference in {r["name"] for r in rows} else None
-    kwargs = {} if n_resamples is None else {"n_resamples": n_resamples}
-    scored = score_rows(rows, reference=present, seed=seed, **kwargs)
-    if present is None:
-        for r in rows:  # score_rows falls back to a default reference; a release names its own or none
-            r.pop("vs_reference", None)
-        scored["reference_system"] = None
+    # a release names its own reference or compares with none: no stand-in while the reference is not scored yet
+    scored = score_rows(rows, reference=present, seed=seed, n_resamples=n_resamples, fallback_reference=False)
     parts = (previous.get("parts", []) if same_set else []) + [
         {"created": part.get("created"), "systems": sorted(names), "mlflow_run_id": part.get("mlflow_run_id"),
          "times_scored": part["test_set"].get("times_scored")}]

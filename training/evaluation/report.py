@@ -142,7 +142,8 @@ def _rounded(ci: Sequence[float], metric: str) -> list[float]:
 
 
 def score_rows(rows: list[dict[str, Any]], *, reference: str | None = None, wer_cap: float = WER_CAP_POINTS,
-               seed: int = 0, n_resamples: int = intervals.N_RESAMPLES) -> dict[str, Any]:
+               seed: int = 0, n_resamples: int = intervals.N_RESAMPLES,
+               fallback_reference: bool = True) -> dict[str, Any]:
     """The part of the result computed from the rows alone (their ``per_utterance``): the WER cap and its
     reference, the Pareto front, every row's ``ci95`` and every other row's ``vs_reference``. Fills the rows in
     place and returns the result's top-level keys."""
@@ -155,7 +156,8 @@ def score_rows(rows: list[dict[str, Any]], *, reference: str | None = None, wer_
     eligible = [r["within_wer_cap"] and _finite(r["word_latency_ms_median"]) for r in streaming]
     for r, on in zip(streaming, pareto_front(points, eligible)):
         r["pareto"] = on
-    reference = reference if reference is not None else default_reference(rows)
+    if reference is None and fallback_reference:  # False: no reference means no comparison, not a stand-in
+        reference = default_reference(rows)
     groups = _groups(rows)
     ref_row = next((r for r in rows if r["name"] == reference), None)
     for r in rows:
