@@ -250,3 +250,51 @@ def test_dashboard_draws_the_gate(tmp_path):
     assert not saved["hallucinating"]["pareto"] and not saved["hallucinating"]["eligible"]
     assert "within_wer_cap" in (tmp_path / "trials.md").read_text()
     assert (tmp_path / "wer_al_pareto.png").stat().st_size > 10_000
+
+
+# ------------------------------------------------------------------------------------------------- live feeding
+
+
+class CostPerStep(ScriptedRecognizer):
+    """A step costs `step_ms` whatever its audio (a system that re-transcribes its whole buffer, like
+    LocalAgreement-2); records the size of every piece it was fed."""
+
+    def __init__(self, clock: FakeClock, step_ms: float) -> None:
+        super().__init__(clock, 0.0)
+        self.step_ms, self.fed_ms = step_ms, []
+
+    def feed(self, samples: np.ndarray) -> Hypothesis:
+        self.fed_ms.append(len(samples) * 1000 / SAMPLE_RATE)
+        self.clock.spend(self.step_ms)
+        return super().feed(samples)
+
+
+def test_live_feeding_equals_fixed_pieces_for_a_system_that_keeps_up():
+    clock = FakeClock()
+    fixed = run_stream(ScriptedRecognizer(clock, 0.5), _utterance().audio, CHUNK_MS, timer=clock)
+    clock = FakeClock()
+    live = run_stream(ScriptedRecognizer(clock, 0.5), _utterance().audio, CHUNK_MS, timer=clock, live=True)
+    assert [(s.audio_ms, s.compute_ms, s.hypothesis) for s in live.steps] == \
+        [(s.audio_ms, s.compute_ms, s.hypothesis) for s in fixed.steps]
+    assert evaluate_records([live], [_utterance()])["late_step_share"] == 0.0
+
+
+def test_live_feeding_gives_a_slow_system_everything_that_arrived():
+    # each step costs 1,200 ms; pieces of 500 ms arrive at 500, 1000, ...: the first step runs 500..1700, so the
+    # second takes the pieces that arrived by 1700 (1000 and 1500 ms) and runs 1700..2900, the third takes 2000,
+    # 2500 (arrived by 2900) ... : every piece is fed once, in order, and the stream ends ≤ one step behind
+    clock = FakeClock()
+    rec = CostPerStep(clock, 1200)
+    record = run_stream(rec, _utterance().audio, CHUNK_MS, timer=clock, live=True)
+    assert rec.fed_ms[:3] == [500, 1000, 1000]
+    assert sum(rec.fed_ms) == AUDIO_MS
+    assert [s.audio_ms for s in record.steps[:3]] == [500, 1500, 2500]
+    assert all(q.start_ms >= s.arrival_ms for s, q in zip(record.steps, record.queue))
+    assert record.lag_ms <= 2 * 1200
+    assert record.text == " ".join(NATO)  # every word still comes out
+    clock = FakeClock()
+    fixed = run_stream(CostPerStep(clock, 1200), _utterance().audio, CHUNK_MS, timer=clock)
+    assert fixed.lag_ms > 10 * 1200 - AUDIO_MS  # fixed pieces: the queue grows along the whole stream
+    m = evaluate_records([record], [_utterance()])
+    assert 0.5 < m["late_step_share"] <= 1.0
+    assert m["word_latency_ms_median"] < evaluate_records([fixed], [_utterance()])["word_latency_ms_median"]

@@ -31,7 +31,7 @@ from training.streaming.evaluate import evaluate_records, per_utterance, stream_
 
 ROW_KEYS = ("wer", "rwer", "arwer", "laal_ms", "al_ms", "word_latency_ms_median", "word_latency_ms_p90",
             "first_word_latency_ms_median", "word_latency_lower_bound_ms_median", "step_ms_median", "step_ms_p90",
-            "rtf", "end_lag_ms_median", "end_lag_ms_max", "words_matched")
+            "rtf", "end_lag_ms_median", "end_lag_ms_max", "words_matched", "late_step_share")
 # what depends only on the transcript (identical in every repeat of a deterministic system); the rest depends on the
 # clock, so a row reports the median of its repeats (these machines are shared and noisy)
 TRANSCRIPT_KEYS = frozenset({"wer", "rwer", "arwer", "words_matched", "word_latency_lower_bound_ms_median"})
@@ -69,7 +69,7 @@ def _median_row(runs: Sequence[dict[str, Any]], chosen: int = 0) -> dict[str, An
 def evaluate_systems(specs: Sequence[SystemSpec], utterances: Sequence[Utterance], *, test_set: dict[str, Any],
                      warmup: Utterance | None = None, wer_cap: float = WER_CAP_POINTS, repeats: int = 1,
                      reference: str | None = None, seed: int = 0, n_resamples: int = intervals.N_RESAMPLES,
-                     log=print) -> dict[str, Any]:
+                     live: bool = True, log=print) -> dict[str, Any]:
     """One row per system (metrics with 95 % intervals, per-utterance results, source, timings), the offline
     reference WER, the WER gate, the front and each system's difference to ``reference``.
 
@@ -79,7 +79,13 @@ def evaluate_systems(specs: Sequence[SystemSpec], utterances: Sequence[Utterance
     (``runs``: each repeat's RTF / step median) and ``transcripts_identical`` says whether the repeats wrote the same
     words. The transcript metrics, ``per_utterance`` and the intervals come from one repeat, the one with the median
     RTF (``per_utterance_repeat``), so that Σ errors / Σ ref_words is the row's WER and the RTF interval is around
-    the row's RTF; the row's median latency (a median of repeats) can differ slightly from that repeat's."""
+    the row's RTF; the row's median latency (a median of repeats) can differ slightly from that repeat's.
+
+    ``live`` (the default): every system is fed as a live server feeds it (``run_stream(live=True)``): a system
+    that falls behind real time gets all the audio that arrived meanwhile in its next step (``late_step_share``:
+    the share of its steps that started late), so a peer slower than real time at a small chunk size runs as its
+    own server would run it, not with an ever-growing queue; a system that keeps up is fed exactly as with fixed
+    pieces. ``live=False``: fixed pieces, transcripts independent of the machine's speed."""
     if repeats < 1:
         raise ValueError(f"repeats must be ≥ 1, got {repeats}")
     names = [s.name for s in specs]
@@ -93,13 +99,14 @@ def evaluate_systems(specs: Sequence[SystemSpec], utterances: Sequence[Utterance
         load_s = time.perf_counter() - t0
         chunk = spec.chunk_ms or 1000  # offline systems take pieces too: they only transcribe at finish()
         if warmup is not None:
-            stream_all(recognizer, [warmup], chunk)
-        passes = [stream_all(recognizer, utterances, chunk) for _ in range(repeats)]
+            stream_all(recognizer, [warmup], chunk, live=live)
+        passes = [stream_all(recognizer, utterances, chunk, live=live) for _ in range(repeats)]
         runs = [evaluate_records(records, utterances) for records in passes]
         texts = [[r.text for r in records] for records in passes]
         chosen = _median_run(runs)
         row = {"name": spec.name, "kind": spec.kind, "chunk_ms": spec.chunk_ms, "source": source,
                **_median_row(runs, chosen), "load_s": round(load_s, 2), "spec": spec.as_dict(), "repeats": repeats,
+               "feeding": "live" if live else "fixed",
                "runs": [{"rtf": r.get("rtf"), "step_ms_median": r.get("step_ms_median"),
                          "word_latency_ms_median": r.get("word_latency_ms_median")} for r in runs],
                "transcripts_identical": all(t == texts[0] for t in texts),
@@ -107,7 +114,7 @@ def evaluate_systems(specs: Sequence[SystemSpec], utterances: Sequence[Utterance
         rows.append(row)
         log(f"{spec.name:<40} WER {row['wer']:.2%}  word latency {row['word_latency_ms_median']} ms  "
             f"step {row['step_ms_median']} ms  RTF {row['rtf']}")
-    result = {"test_set": test_set, **score_rows(rows, reference=reference, wer_cap=wer_cap, seed=seed,
+    result = {"test_set": test_set, "feeding": "live" if live else "fixed", **score_rows(rows, reference=reference, wer_cap=wer_cap, seed=seed,
                                                  n_resamples=n_resamples),
               "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine()},
               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -225,6 +232,13 @@ def _vs(r: dict[str, Any], metric: str, reference: str | None) -> str:
     return f"{point(c['diff'])}{ci} {c['verdict']}"
 
 
+def _feeding(r: dict[str, Any]) -> str:
+    """``live (23 %)``: fed as a live server feeds it, 23 % of its steps started behind real time; ``fixed``: one
+    chunk per step whatever the clock (rows scored before live feeding existed)."""
+    late = r.get("late_step_share")
+    return r.get("feeding", "fixed") + (f" ({100 * late:.0f} %)" if _finite(late) else "")
+
+
 def markdown(result: dict[str, Any]) -> str:
     ts = result["test_set"]
     reference = result.get("reference_system")
@@ -246,9 +260,9 @@ def markdown(result: dict[str, Any]) -> str:
                   f"the interval of the difference excludes 0, else `not separable`. Per-utterance results are in "
                   f"the json (`per_utterance`).", ""]
     lines += ["| system | source | chunk ms | WER [95 % CI] | ARWER | LAAL ms | word latency median [95 % CI] / p90 ms "
-              "(queue) | first word ms | step median / p90 ms | RTF [95 % CI] | end lag ms | within cap | Pareto | "
-              "vs reference: ΔWER [ci] verdict | Δ median latency [ci] verdict | ΔRTF [ci] verdict |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "(queue) | first word ms | step median / p90 ms | RTF [95 % CI] | end lag ms | feeding (late steps) | within cap | "
+              "Pareto | vs reference: ΔWER [ci] verdict | Δ median latency [ci] verdict | ΔRTF [ci] verdict |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["systems"]:
         lines.append(
             f"| {r['name']} | {r['source']} | {r['chunk_ms'] or 'offline'} | {_fmt(r['wer'], True)}"
@@ -256,7 +270,7 @@ def markdown(result: dict[str, Any]) -> str:
             f"{_fmt(r['word_latency_ms_median'])}{_ci(r, 'word_latency_ms_median', _ms)} / "
             f"{_fmt(r['word_latency_ms_p90'])} | {_fmt(r['first_word_latency_ms_median'])} | "
             f"{_fmt(r['step_ms_median'])} / {_fmt(r['step_ms_p90'])} | {_fmt(r['rtf'])}{_ci(r, 'rtf', _rtf)} | "
-            f"{_fmt(r['end_lag_ms_median'])} | {'yes' if r['within_wer_cap'] else 'no'} | "
+            f"{_fmt(r['end_lag_ms_median'])} | {_feeding(r)} | {'yes' if r['within_wer_cap'] else 'no'} | "
             f"{'yes' if r.get('pareto') else ''} | "
             + " | ".join(_vs(r, m, reference) for m in intervals.METRICS) + " |")
     lines += _parts_notes(result)

@@ -197,25 +197,44 @@ def record_from_steps(steps: Sequence[Step], audio_ms: float, chunk_ms: float) -
 
 
 def run_stream(recognizer: StreamingRecognizer, audio: np.ndarray, chunk_ms: float,
-               timer: Callable[[], float] = time.perf_counter) -> StreamRecord:
+               timer: Callable[[], float] = time.perf_counter, *, live: bool = False) -> StreamRecord:
     """Feed `audio` in `chunk_ms` pieces (the last one may be shorter), then finish; time every step.
 
     `timer` (seconds, monotonic) measures each step's compute; tests inject a fake clock to make compute
-    deterministic. The audio is fed as fast as it is processed; real-time arrival is modelled afterwards by the
-    queue clock (`record_from_steps`), which is valid because a recognizer's output depends on the audio, not on
-    when it arrives."""
+    deterministic. The audio is fed as fast as it is processed; real-time arrival is modelled by the queue clock
+    (`record_from_steps`).
+
+    ``live=False``: one piece per step, whatever the clock says: the output depends on the audio only
+    (deterministic; what the pyfunc models and the equivalence tests need).
+    ``live=True``: what a live server does with a system that falls behind: when a step ends after later pieces
+    have arrived, the next step takes *every* piece that has arrived by then, as one feed (whisperlivekit's server
+    and ufal's whisper_streaming read all buffered audio each iteration; their chunk size is a minimum). A
+    system that keeps up (each step done before the next piece arrives) is fed exactly as with ``live=False``;
+    one that cannot keep up gets larger pieces instead of an ever-growing queue, so its output depends on its
+    speed, as it does live."""
     recognizer.reset()
     steps: list[Step] = []
-    consumed = 0
     lookahead_ms = float(getattr(recognizer, "lookahead_ms", 0.0))
-    pieces: list[np.ndarray | None] = [*chunks(audio, chunk_ms, lookahead_ms), None]  # None: end of stream
-    for piece in pieces:
+    pieces = list(chunks(audio, chunk_ms, lookahead_ms))
+    ends_ms = np.cumsum([len(p) for p in pieces]) * 1000 / SAMPLE_RATE  # arrival of each piece's last sample
+    finish_ms = float("-inf")  # when the worker is free again (the queue clock, kept while feeding)
+    j = 0
+    while j < len(pieces):
+        k = j
+        if live:  # every piece that has arrived by the time the worker can start
+            start_ms = max(float(ends_ms[j]), finish_ms)
+            while k + 1 < len(pieces) and ends_ms[k + 1] <= start_ms:
+                k += 1
+        piece = pieces[j] if k == j else np.concatenate(pieces[j : k + 1])
         start = timer()
-        hyp = recognizer.finish() if piece is None else recognizer.feed(piece)
+        hyp = recognizer.feed(piece)
         compute_ms = (timer() - start) * 1000
-        if piece is not None:
-            consumed += len(piece)
-        if piece is None:  # end of stream: everything shown is final
-            hyp = Hypothesis(hyp.words, ())
-        steps.append(Step(consumed * 1000 / SAMPLE_RATE, compute_ms, hyp, final=piece is None))
+        finish_ms = max(float(ends_ms[k]), finish_ms) + compute_ms
+        steps.append(Step(float(ends_ms[k]), compute_ms, hyp))
+        j = k + 1
+    start = timer()
+    hyp = recognizer.finish()
+    compute_ms = (timer() - start) * 1000
+    # end of stream: everything shown is final
+    steps.append(Step(len(audio) * 1000 / SAMPLE_RATE, compute_ms, Hypothesis(hyp.words, ()), final=True))
     return record_from_steps(steps, len(audio) * 1000 / SAMPLE_RATE, chunk_ms)
