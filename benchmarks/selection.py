@@ -128,6 +128,9 @@ def choose_peers(result: dict) -> dict[str, Any]:
             best = min(names, key=lambda n: (rows[n]["wer"], _num(rows[n]["word_latency_ms_median"])))
             entry = {"kind": kind, "chunk_ms": c, "vac": best.endswith("+ VAC"), "name": best,
                      "dev_wer": rows[best]["wer"], "candidates": {n: rows[n]["wer"] for n in names},
+                     "dev_word_latency_ms_median": rows[best].get("word_latency_ms_median"),
+                     "dev_word_latency_ms_p90": rows[best].get("word_latency_ms_p90"), "dev_rtf": rows[best].get("rtf"),
+                     "feeding": rows[best].get("feeding", "fixed"),
                      "dev_utterances": result["test_set"]["n_utterances"], "dev_stride": stride}
             if len(names) == 2:
                 entry["difference"] = pairwise(result, names[1], names[0])  # VAC on − off
@@ -220,11 +223,15 @@ def choices_markdown(choices: dict[str, Any]) -> str:
              + ". Differences are a − b in WER points (latency in ms) with 95 % paired bootstrap intervals.", ""]
     if choices.get("peers"):
         lines += ["## Peers: each policy's configuration per latency budget (VAC: whisperlivekit's voice-activity "
-                  "controller)", "", "| policy @ chunk | chosen | dev WER (off / on) | VAC on − off: ΔWER |",
-                  "|---|---|---|---|"]
+                  "controller)", "", "| policy @ chunk | chosen | dev WER (off / on) | VAC on − off: ΔWER | chosen: "
+                  "word latency median / p90 ms, RTF | feeding | dev utterances (every k-th) |",
+                  "|---|---|---|---|---|---|---|"]
         for key, p in choices["peers"].items():
             cands = " / ".join(_pct(v) for v in p["candidates"].values())
-            lines.append(f"| {key} | {p['name']} | {cands} | {_diff((p.get('difference') or {}).get('wer'))} |")
+            lines.append(f"| {key} | {p['name']} | {cands} | {_diff((p.get('difference') or {}).get('wer'))} | "
+                         f"{p.get('dev_word_latency_ms_median', '—')} / {p.get('dev_word_latency_ms_p90', '—')}, "
+                         f"{p.get('dev_rtf', '—')} | {p.get('feeding', 'fixed')} | {p.get('dev_utterances')} "
+                         f"({p.get('dev_stride')}) |")
         lines.append("")
     if choices.get("adapter"):
         a = choices["adapter"]

@@ -21,8 +21,9 @@ follows it (for LocalAgreement its unconfirmed buffer shows that at once; SimulS
 look-ahead, so that word waits for the next emission); `finish` commits everything. The words shown are thus
 always exactly the peer's own text split on whitespace.
 
-Every `feed` inserts the chunk and runs one `process_iter`: the chunk size of `run_stream` is the minimum
-chunk (as the measured anchors did).
+Every `feed` inserts what it is given and runs one `process_iter`: the chunk size of `run_stream` is the minimum
+chunk. Under live feeding (the evaluate stage's default) a peer that is still busy when later chunks arrive gets
+them all in its next feed, as its own server reads all buffered audio each iteration.
 
 `vac=True` puts whisperlivekit's voice-activity controller in front, as its `AudioProcessor` does (its server's
 default): Silero VAD (the ONNX model shipped in the package, `FixedVADIterator` with the package's settings) splits
