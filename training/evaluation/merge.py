@@ -59,6 +59,8 @@ def merge_release(previous: dict[str, Any] | None, part: dict[str, Any], *, refe
     out = {**(previous if same_set else {}), **{k: v for k, v in part.items() if k != "systems"}, **scored,
            "parts": parts}
     out["reference_missing"] = reference if present is None else None
+    # rows of parts scored before live feeding existed were fed fixed pieces: the report says which it holds
+    out["feeding"] = "/".join(sorted({r.get("feeding", "fixed") for r in rows}))
     if scored_per_system is not None:
         out["test_set"] = {**out["test_set"], "scored_per_system": {r["name"]: scored_per_system.get(r["name"], 0)
                                                                    for r in rows}}
