@@ -100,8 +100,10 @@ def faster_whisper_model(model_dir, cpu_threads: int = 2):
 
 def faster_whisper_text(model, audio) -> str:
     """faster-whisper's transcript of ``audio`` decoded as openai-whisper's offline baseline is: greedy,
-    temperature 0, no timestamps, no previous-text conditioning, no VAD."""
-    segments, _ = model.transcribe(audio, language="en", beam_size=1, temperature=0.0, without_timestamps=True,
+    temperature 0, no timestamps, no previous-text conditioning, no VAD. Past 30 s its own long-form
+    transcription, which needs timestamps to move its window from segment end to segment end."""
+    segments, _ = model.transcribe(audio, language="en", beam_size=1, temperature=0.0,
+                                   without_timestamps=len(audio) <= 30 * 16_000,
                                    condition_on_previous_text=False, vad_filter=False)
     return "".join(s.text for s in segments).strip()
 
