@@ -90,7 +90,7 @@ def test_a_long_stream_is_cut_into_segments_inside_the_30_s_context(engine, utte
     for start in range(0, len(audio), 16000):
         session.push(audio[start : start + 16000])
         session.run()
-        assert session._segment_fed <= 26_000 * 16
+        assert session.engine.segment_fed_samples <= 26_000 * 16
     session.finish()
     assert session.stats.segments >= 3 and session.stats.fed_samples == len(audio)
     once = run_stream(engine, utterance.audio, 300).text.split()

@@ -100,15 +100,27 @@ def faster_whisper_model(model_dir, cpu_threads: int = 2):
 
 def faster_whisper_text(model, audio) -> str:
     """faster-whisper's transcript of ``audio`` decoded as openai-whisper's offline baseline is: greedy,
-    temperature 0, no timestamps, no previous-text conditioning, no VAD."""
-    segments, _ = model.transcribe(audio, language="en", beam_size=1, temperature=0.0, without_timestamps=True,
+    temperature 0, no timestamps, no previous-text conditioning, no VAD. Past 30 s its own long-form
+    transcription, which needs timestamps to move its window from segment end to segment end."""
+    segments, _ = model.transcribe(audio, language="en", beam_size=1, temperature=0.0,
+                                   without_timestamps=len(audio) <= 30 * 16_000,
                                    condition_on_previous_text=False, vad_filter=False)
     return "".join(s.text for s in segments).strip()
 
 
 def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
-    """(recognizer, source) for ``spec``."""
-    models = models or _Models()
+    """(recognizer, source) for ``spec``. Our streaming systems come wrapped in
+    ``training.streaming.segmented.Segmented`` (streams of any length, the segmentation the live server uses);
+    the peers trim their own buffers, as their servers do."""
+    recognizer, source = _build(spec, models or _Models())
+    if spec.kind in ("causal", "two-pass"):
+        from training.streaming.segmented import Segmented
+
+        recognizer = Segmented(recognizer)
+    return recognizer, source
+
+
+def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
     if spec.kind == "offline":
         from training.streaming.baselines.offline import OfflineWhisper
 
@@ -123,7 +135,7 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
             from training.hush_word.frontend import load_hush_word
 
             hush = load_hush_word(spec.hush_dir)
-        causal, _ = build(SystemSpec(spec.name, "causal", spec.chunk_ms, spec.model, spec.adapter_dir), models)
+        causal, _ = _build(SystemSpec(spec.name, "causal", spec.chunk_ms, spec.model, spec.adapter_dir), models)
         verifier = Verifier(models.get(spec.model, None), hush, spec.verifier or "hush",
                             final_condition=spec.final_verifier)
         return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300), "ours"

@@ -4,10 +4,9 @@ The pieces are exactly the ones ``training.streaming.events.run_stream`` feeds (
 engine's look-ahead, then whole chunks, the rest at the end), so a live stream of an utterance yields the same
 transcript as the offline-streamed evaluation of the same audio, whatever the client's frame sizes.
 
-A live stream can outlast Whisper's 30 s encoder context: the stream is cut into *segments*. Past
-``segment_ms`` of audio the segment ends at the next quiet piece (RMS below ``QUIET_DBFS``), and at
-``max_segment_ms`` in any case; the engine then finishes (every word final) and starts afresh. Minutes of
-silence are so many empty segments, never a growing state.
+A live stream can outlast Whisper's 30 s encoder context: the engine is wrapped in
+``training.streaming.segmented.Segmented``, the segmentation the evaluate stage uses too, so a stream gives the same
+words whether it is evaluated or served.
 """
 
 from __future__ import annotations
@@ -20,13 +19,7 @@ from typing import Any
 import numpy as np
 
 from training.streaming.events import SAMPLE_RATE, Hypothesis
-
-QUIET_DBFS = -45.0
-
-
-def _dbfs(samples: np.ndarray) -> float:
-    rms = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64)))) if len(samples) else 0.0
-    return 20 * np.log10(max(rms, 1e-9))
+from training.streaming.segmented import MAX_SEGMENT_MS, SEGMENT_MS, Segmented
 
 
 @dataclass
@@ -42,25 +35,20 @@ class SessionStats:
 class StreamSession:
     """``push`` audio, ``run`` the steps it completes, ``finish`` at the end; each returns protocol events."""
 
-    def __init__(self, engine, *, segment_ms: int = 24_000, max_segment_ms: int = 27_000,
+    def __init__(self, engine, *, segment_ms: int = SEGMENT_MS, max_segment_ms: int = MAX_SEGMENT_MS,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        if not 0 < segment_ms <= max_segment_ms <= 28_000:  # + the engine's 1 s flush stays inside 30 s
-            raise ValueError(f"need 0 < segment_ms ({segment_ms}) <= max_segment_ms ({max_segment_ms}) <= 28000")
-        self.engine = engine
+        self.engine = engine if isinstance(engine, Segmented) else Segmented(
+            engine, segment_ms=segment_ms, max_segment_ms=max_segment_ms)
         self.chunk = max(1, round(engine.chunk_ms * SAMPLE_RATE / 1000))
         self.lookahead = round(float(getattr(engine, "lookahead_ms", 0.0)) * SAMPLE_RATE / 1000)
-        self.segment_samples = segment_ms * SAMPLE_RATE // 1000
-        self.max_segment_samples = max_segment_ms * SAMPLE_RATE // 1000
         self.clock = clock
         self.stats = SessionStats()
         self._pending: list[np.ndarray] = []
         self._pending_n = 0
-        self._segment_fed = 0  # samples of the current segment given to the engine
-        self._words_before = 0  # final words of earlier segments
         self._words: list[str] = []  # every final word so far
         self._hyp = Hypothesis(())
         self._t0: float | None = None
-        engine.reset()
+        self.engine.reset()
 
     # ------------------------------------------------------------------ input
     def push(self, samples: np.ndarray) -> None:
@@ -77,7 +65,8 @@ class StreamSession:
         return self._pending_n * 1000 / SAMPLE_RATE
 
     def _piece_size(self) -> int:
-        return self.chunk + (self.lookahead if self._segment_fed == 0 else 0)
+        # the pieces of run_stream: the first one longer by the look-ahead, then whole chunks
+        return self.chunk + (self.lookahead if self.stats.fed_samples == 0 else 0)
 
     def _take(self, n: int) -> np.ndarray:
         joined = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0]
@@ -93,9 +82,6 @@ class StreamSession:
         while self._pending_n >= self._piece_size():
             piece = self._take(self._piece_size())
             events += self._step(piece)
-            if self._segment_fed >= self.max_segment_samples or (
-                    self._segment_fed >= self.segment_samples and _dbfs(piece) < QUIET_DBFS):
-                events += self._end_segment()
         return events
 
     def finish(self) -> list[dict[str, Any]]:
@@ -103,8 +89,10 @@ class StreamSession:
         events = self.run()
         if self._pending_n:
             events += self._step(self._take(self._pending_n))
-        if self._segment_fed:
-            events += self._end_segment()
+        end_ms = self._audio_ms(self.stats.fed_samples)
+        hyp = self._timed(self.engine.finish)
+        events += self._events(Hypothesis(hyp.words, ()), end_ms, final=True)
+        self.stats.segments = self.engine.segments
         return events
 
     def _timed(self, fn, *args) -> Hypothesis:
@@ -119,20 +107,9 @@ class StreamSession:
     def _step(self, piece: np.ndarray) -> list[dict[str, Any]]:
         start_ms = self._audio_ms(self.stats.fed_samples)
         hyp = self._timed(self.engine.feed, piece)
-        self._segment_fed += len(piece)
         self.stats.fed_samples += len(piece)
+        self.stats.segments = self.engine.segments
         return self._events(hyp, start_ms, final=False)
-
-    def _end_segment(self) -> list[dict[str, Any]]:
-        end_ms = self._audio_ms(self.stats.fed_samples)
-        hyp = self._timed(self.engine.finish)
-        events = self._events(Hypothesis(hyp.words, ()), end_ms, final=True)
-        self._words_before += len(hyp.words)
-        self._hyp = Hypothesis(())
-        self._segment_fed = 0
-        self.stats.segments += 1
-        self.engine.reset()
-        return events
 
     def _events(self, hyp: Hypothesis, start_ms: float, final: bool) -> list[dict[str, Any]]:
         """``final`` for newly committed words, ``partial`` when the tentative tail changed."""
@@ -144,11 +121,11 @@ class StreamSession:
         new_final = list(hyp.committed[len(before.committed):])
         if new_final:
             events.append({"type": "final", "words": new_final,
-                           "index": self._words_before + len(before.committed), **common})
+                           "index": len(before.committed), **common})
             self._words += new_final
         if hyp.tentative != before.tentative and not final:
             events.append({"type": "partial", "words": list(hyp.tentative),
-                           "index": self._words_before + len(hyp.committed), **common})
+                           "index": len(hyp.committed), **common})
         return events
 
     # ------------------------------------------------------------------ reporting
@@ -174,4 +151,4 @@ class StreamSession:
                 "chunk_ms": self.engine.chunk_ms}
 
 
-__all__ = ["QUIET_DBFS", "SessionStats", "StreamSession"]
+__all__ = ["SessionStats", "StreamSession"]

@@ -79,6 +79,10 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
             first_lat.append(on_clock[0].latency_ms)  # sorted by reference index
         bound_lat += [w.latency_ms for w in _word_latencies(record, utt, clock=False)]
     feed_ms = [s.compute_ms for r in records for s in r.steps if not s.final]
+    # the steps of each stream's first and last minute of audio: on a long stream, whether a step's cost grows
+    # with the stream (for clips under a minute both are every step)
+    first_min = [s.compute_ms for r in records for s in r.steps if not s.final and s.audio_ms <= 60_000]
+    last_min = [s.compute_ms for r in records for s in r.steps if not s.final and s.audio_ms > r.audio_ms - 60_000]
     # feed steps that started after their audio had arrived: the system was behind real time (live feeding then
     # gave it every piece that had arrived, as one step)
     late = [q.wait_ms > 0 for r in records for s, q in zip(r.steps, r.queue, strict=True) if not s.final]
@@ -113,6 +117,8 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
         "end_lag_ms_median": _r(latency_summary(end_lag)["median"], 1),
         "end_lag_ms_max": _r(max(end_lag), 1) if end_lag else float("nan"),
         "late_step_share": round(sum(late) / len(late), 4) if late else 0.0,
+        "step_ms_p90_first_minute": _r(latency_summary(first_min)["p90"], 2),
+        "step_ms_p90_last_minute": _r(latency_summary(last_min)["p90"], 2),
     }
 
 

@@ -171,7 +171,13 @@ def _diff_events(before: Hypothesis, after: Hypothesis, step: int, emission_ms: 
                  elapsed_ms: float) -> list[WordEvent]:
     """Events for words that are new, changed, or newly committed between two hypotheses."""
     events = []
-    for i, word in enumerate(after.words):
+    # committed words never change: a prefix committed before and still committed needs no look (this keeps a
+    # long stream's bookkeeping linear in its steps rather than in steps × words)
+    n = len(before.committed)
+    start = n if after.committed[:n] == before.committed else 0
+    words = after.words
+    for i in range(start, len(words)):
+        word = words[i]
         committed = i < len(after.committed)
         was_committed = i < len(before.committed) and before.words[i] == word
         unchanged = i < len(before.words) and before.words[i] == word

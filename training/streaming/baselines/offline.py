@@ -79,6 +79,8 @@ class OfflineWhisper:
 
         self.model = model
         self.beam_size = beam_size
+        # audio past 30 s is transcribed by openai-whisper's own long-form algorithm (timestamped 30 s windows)
+        self.long_form = padding == "pad30"
         if callable(padding):
             self.mel: MelFunction = padding
         elif padding in PADDINGS:
@@ -116,6 +118,12 @@ class OfflineWhisper:
 
         if len(audio) == 0:
             return ""
+        if self.long_form and len(audio) > whisper.audio.N_SAMPLES:
+            with torch.no_grad():
+                result = whisper.transcribe(self.model, audio, language=self.options.language, temperature=0.0,
+                                            beam_size=self.beam_size, condition_on_previous_text=False, fp16=False,
+                                            verbose=None)
+            return " ".join(result["text"].split())
         mel = self.mel(audio)
         model = self.model
         if mel.shape[-1] != whisper.audio.N_FRAMES:  # a real-length front end (hush word): variable-length encoder

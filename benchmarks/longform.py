@@ -1,0 +1,129 @@
+"""Continuous long-form audio, streamed whole: every system on minutes of real speech with no per-utterance end.
+
+    python benchmarks/longform.py --state outputs/bench26/state.json            # → benchmarks/results/longform.*
+    python benchmarks/longform.py --state … --hour-check                        # + one 60-min stream, no exception
+
+Streams (``training/evaluation/longform.py``): the long-form dataset version's recordings joined back from their
+segments (``longform``: continuous readings of about a minute), and one speaker's test-split utterances joined in
+order with the pauses their clips carry (``joined``), until ``--min-total-s`` of audio. Every stream is one
+evaluation unit: the intervals resample streams. Systems: faster-whisper's own long-form transcription (the
+offline reference), our causal engine (and two-pass where a hush word and adapter are given), the whisperlivekit
+peers at their dev-chosen 1 s configurations (``choices.json``), all live-fed on the real-time queue; ours go
+through ``Segmented`` (the live server's segmentation), the peers trim their own buffers as their servers do.
+Per system: WER, median final-word latency, step p90 in each stream's first and last minute, RTF.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def streams(state: dict, min_total_s: float, max_stream_s: float) -> tuple[list, dict]:
+    """The long-form streams and what they are (counts per source)."""
+    from training.evaluation.longform import speaker_streams, speakers, whole_recordings
+    from training.evaluation.sets import load_split
+
+    recordings = whole_recordings(load_split([state["datasets"]["longform"]], ["test"]))
+    total = sum(len(s.audio) for s in recordings) / 16_000
+    real = state["datasets"]["real"]
+    joined = speaker_streams(load_split([real], ["test"]), speakers([real], "test"), max_s=max_stream_s,
+                             min_s=min(90.0, max_stream_s))
+    joined.sort(key=lambda s: -len(s.audio))
+    chosen = []
+    for s in joined:
+        if total >= min_total_s:
+            break
+        chosen.append(s)
+        total += len(s.audio) / 16_000
+    source = {s.utt_id: "longform recording" for s in recordings} | {s.utt_id: "joined test utterances of one "
+                                                                              "speaker" for s in chosen}
+    return recordings + chosen, source
+
+
+def specs(args, choices: dict) -> list:
+    from training.evaluation.systems import SystemSpec
+
+    out = [SystemSpec("faster-whisper offline (long-form)", "faster-whisper")]
+    if args.adapter:
+        out.append(SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=args.adapter))
+    else:
+        out.append(SystemSpec("causal 300 ms (original weights)", "causal", 300))
+    if args.hush_dir:
+        out.append(SystemSpec("two-pass 300 ms", "two-pass", 300, adapter_dir=args.adapter, hush_dir=args.hush_dir,
+                              verifier="hush", every_ms=300))
+    for key in ("whisperlivekit-la@1000", "whisperlivekit-simul@1000"):
+        peer = choices.get("peers", {}).get(key)
+        if peer and not args.no_peers:
+            out.append(SystemSpec(peer["name"], peer["kind"], peer["chunk_ms"], vac=peer["vac"]))
+    return out
+
+
+def hour_check(minutes: int, adapter: str | None) -> dict:
+    """One stream of ``minutes`` of real speech (the test utterances repeated) through our causal engine as the
+    evaluate stage builds it: no exception, the segments it took, the step p90 of its first and last minute."""
+    import numpy as np
+
+    from training.evaluation.sets import load_realspeech
+    from training.evaluation.systems import SystemSpec, build
+    from training.streaming.evaluate import evaluate_records
+    from training.evaluation.longform import join
+
+    utts = load_realspeech(REPO.parent / "shared" / "data" / "realspeech", ("ljspeech", "cmu_arctic"))
+    seconds = sum(len(u.audio) for u in utts) / 16_000
+    stream = join(utts * int(np.ceil(minutes * 60 / seconds)), f"hour-{minutes}min")
+    recognizer, _ = build(SystemSpec("causal 300 ms", "causal", 300, adapter_dir=adapter))
+    started = time.perf_counter()
+    from training.streaming.events import run_stream
+
+    record = run_stream(recognizer, stream.audio, 300, live=True)
+    m = evaluate_records([record], [stream])
+    return {"minutes": round(len(stream.audio) / 16_000 / 60, 1), "segments": recognizer.segments,
+            "wall_s": round(time.perf_counter() - started, 1), "wer": m["wer"], "rtf": m["rtf"],
+            "step_ms_p90_first_minute": m["step_ms_p90_first_minute"],
+            "step_ms_p90_last_minute": m["step_ms_p90_last_minute"], "exception": None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
+    parser.add_argument("--adapter", help="the causal adapter (default: the original weights)")
+    parser.add_argument("--hush-dir", help="a hush word: adds the two-pass row")
+    parser.add_argument("--min-total-s", type=float, default=600.0)
+    parser.add_argument("--max-stream-s", type=float, default=360.0)
+    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--hour-check", type=int, default=0, metavar="MINUTES")
+    parser.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args()
+
+    from training.evaluation.report import evaluate_systems, write_report
+
+    state = json.loads(Path(args.state).read_text())
+    choices = json.loads((RESULTS / "selection" / "choices.json").read_text())
+    units, source = streams(state, args.min_total_s, args.max_stream_s)
+    seconds = round(sum(len(s.audio) for s in units) / 16_000, 1)
+    print(f"{len(units)} streams, {seconds} s", flush=True)
+    test_set = {"n_utterances": len(units), "seconds": seconds, "speakers": len(units), "splits": ["test"],
+                "n_words": sum(len(s.words) for s in units), "corpora": sorted(set(source.values())),
+                "audio_sha256": "", "streams": {s.utt_id: {"source": source[s.utt_id], "seconds":
+                                                            round(len(s.audio) / 16_000, 1)} for s in units}}
+    result = evaluate_systems(specs(args, choices), units, test_set=test_set)
+    result["recordings"] = len(units)
+    result["seconds"] = seconds
+    if args.hour_check:
+        result["hour_check"] = hour_check(args.hour_check, args.adapter)
+    result["command"] = " ".join(["python", *sys.argv])
+    for path in write_report(result, args.out, "longform"):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

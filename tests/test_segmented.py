@@ -1,0 +1,109 @@
+"""Streams of any length (training/streaming/segmented.py): segments end at a quiet chunk past segment_ms, at
+max_segment_ms in any case, no word is lost, and a step's cost does not grow with the stream.
+
+Scripted recognizers (no model) for the rules; the real causal engine on 70 s of real speech for the overflow."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from training.streaming.events import SAMPLE_RATE, Hypothesis, run_stream
+from training.streaming.segmented import MAX_SEGMENT_MS, Segmented, dbfs
+
+CHUNK_MS = 500
+
+
+class ContextBound:
+    """Emits one word per 500 ms chunk that has sound in it; refuses more than 29.5 s of audio before a reset (as
+    Whisper's encoder would); every feed costs as much as the audio of the segment so far (full attention)."""
+
+    lookahead_ms = 0.0
+    chunk_ms = CHUNK_MS
+
+    def __init__(self) -> None:
+        self.costs: list[int] = []
+        self.reset()
+
+    def reset(self) -> None:
+        self.samples, self.words = 0, []
+
+    def feed(self, samples: np.ndarray) -> Hypothesis:
+        self.samples += len(samples)
+        if self.samples > 29.5 * SAMPLE_RATE:
+            raise RuntimeError("context overflow")
+        self.costs.append(self.samples)
+        if dbfs(samples) > -45:
+            self.words.append(f"w{len(self.words)}")
+        return Hypothesis(tuple(self.words[:-1]), tuple(self.words[-1:]))
+
+    def finish(self) -> Hypothesis:
+        return Hypothesis(tuple(self.words))
+
+
+def _speech_with_pauses(total_s: int, speech_s: int, pause_s: int) -> tuple[np.ndarray, int]:
+    """Noise bursts (``speech_s``) separated by digital silence (``pause_s``); the number of loud chunks."""
+    rng = np.random.default_rng(0)
+    audio = np.zeros(total_s * SAMPLE_RATE, dtype=np.float32)
+    loud = 0
+    t = 0
+    while t + speech_s <= total_s:
+        audio[t * SAMPLE_RATE:(t + speech_s) * SAMPLE_RATE] = 0.1 * rng.standard_normal(speech_s * SAMPLE_RATE)
+        loud += speech_s * 1000 // CHUNK_MS
+        t += speech_s + pause_s
+    return audio, loud
+
+
+def test_ten_minutes_stream_in_segments_without_overflow_or_lost_words():
+    inner = ContextBound()
+    audio, loud = _speech_with_pauses(600, 9, 2)
+    record = run_stream(Segmented(inner), audio, CHUNK_MS)
+    assert len(record.text.split()) == loud  # every word of every segment
+    words = record.text.split()
+    assert len(set(words)) < len(words)  # the inner recognizer restarted (its word counter began again)
+    assert max(inner.costs) <= MAX_SEGMENT_MS * SAMPLE_RATE // 1000
+
+
+def test_a_segment_ends_at_the_first_quiet_chunk_past_segment_ms_else_at_the_maximum():
+    inner = ContextBound()
+    seg = Segmented(inner, segment_ms=10_000, max_segment_ms=12_000)
+    audio, _ = _speech_with_pauses(60, 11, 1)  # quiet from 11 s: the first segment ends there
+    seg.reset()
+    lengths = []
+    for start in range(0, len(audio), CHUNK_MS * 16):
+        before = seg.segments
+        fed = seg.segment_fed_samples + CHUNK_MS * 16
+        seg.feed(audio[start:start + CHUNK_MS * 16])
+        if seg.segments > before:
+            lengths.append(fed // 16)
+    assert lengths[0] == 11_500  # 10 s reached inside speech: the segment goes on to the first quiet chunk
+    loud = np.full(30 * SAMPLE_RATE, 0.1, dtype=np.float32)
+    seg.reset()
+    run = [seg.feed(loud[i:i + 8000]) for i in range(0, len(loud), 8000)]
+    assert seg.segments == 2 and run[23].tentative == () and run[24].tentative  # never quiet: cut at 12 s
+    with pytest.raises(ValueError, match="segment_ms"):
+        Segmented(inner, segment_ms=29_000, max_segment_ms=29_000)
+
+
+def test_step_cost_does_not_grow_with_the_stream():
+    inner = ContextBound()
+    audio, _ = _speech_with_pauses(6 * 60, 5, 1)
+    run_stream(Segmented(inner), audio, CHUNK_MS)
+    per_minute = 60_000 // CHUNK_MS
+    first, last = inner.costs[:per_minute], inner.costs[-per_minute:]
+    assert np.percentile(last, 90) <= 1.2 * np.percentile(first, 90)
+
+
+def test_the_causal_engine_streams_past_30_s(realspeech):
+    """70 s of real speech through the evaluate stage's own builder: no context overflow, words after 30 s."""
+    from training.evaluation.sets import load_realspeech
+    from training.evaluation.systems import SystemSpec, build
+
+    utts = load_realspeech(realspeech, ("cmu_arctic", "ljspeech"), limit={"cmu_arctic": 4, "ljspeech": 4})
+    audio = np.concatenate([u.audio for u in utts] * 4)[: 70 * SAMPLE_RATE]
+    assert len(audio) == 70 * SAMPLE_RATE
+    recognizer, source = build(SystemSpec("causal 1 s", "causal", 1000))
+    assert source == "ours" and isinstance(recognizer, Segmented)
+    record = run_stream(recognizer, audio, 1000)
+    late = [e for e in record.final_words() if e.emission_ms > 30_000]
+    assert recognizer.segments >= 2 and len(late) >= 10
