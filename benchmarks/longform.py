@@ -72,18 +72,17 @@ def hour_check(minutes: int, adapter: str | None) -> dict:
     evaluate stage builds it: no exception, the segments it took, the step p90 of its first and last minute."""
     import numpy as np
 
+    from training.evaluation.longform import join
     from training.evaluation.sets import load_realspeech
     from training.evaluation.systems import SystemSpec, build
     from training.streaming.evaluate import evaluate_records
-    from training.evaluation.longform import join
+    from training.streaming.events import run_stream
 
     utts = load_realspeech(REPO.parent / "shared" / "data" / "realspeech", ("ljspeech", "cmu_arctic"))
     seconds = sum(len(u.audio) for u in utts) / 16_000
     stream = join(utts * int(np.ceil(minutes * 60 / seconds)), f"hour-{minutes}min")
     recognizer, _ = build(SystemSpec("causal 300 ms", "causal", 300, adapter_dir=adapter))
     started = time.perf_counter()
-    from training.streaming.events import run_stream
-
     record = run_stream(recognizer, stream.audio, 300, live=True)
     m = evaluate_records([record], [stream])
     return {"minutes": round(len(stream.audio) / 16_000 / 60, 1), "segments": recognizer.segments,

@@ -93,6 +93,7 @@ def evaluate_systems(specs: Sequence[SystemSpec], utterances: Sequence[Utterance
     if reference is not None and reference not in names:
         raise ValueError(f"reference system {reference!r} is not among {names}")
     models = _Models()
+    feeding = "live" if live else "fixed"
     rows: list[dict[str, Any]] = []
     for spec in specs:
         t0 = time.perf_counter()
@@ -107,7 +108,7 @@ def evaluate_systems(specs: Sequence[SystemSpec], utterances: Sequence[Utterance
         chosen = _median_run(runs)
         row = {"name": spec.name, "kind": spec.kind, "chunk_ms": spec.chunk_ms, "source": source,
                **_median_row(runs, chosen), "load_s": round(load_s, 2), "spec": spec.as_dict(), "repeats": repeats,
-               "feeding": "live" if live else "fixed",
+               "feeding": feeding,
                "runs": [{"rtf": r.get("rtf"), "step_ms_median": r.get("step_ms_median"),
                          "word_latency_ms_median": r.get("word_latency_ms_median")} for r in runs],
                "transcripts_identical": all(t == texts[0] for t in texts),
@@ -115,8 +116,8 @@ def evaluate_systems(specs: Sequence[SystemSpec], utterances: Sequence[Utterance
         rows.append(row)
         log(f"{spec.name:<40} WER {row['wer']:.2%}  word latency {row['word_latency_ms_median']} ms  "
             f"step {row['step_ms_median']} ms  RTF {row['rtf']}")
-    result = {"test_set": test_set, "feeding": "live" if live else "fixed", **score_rows(rows, reference=reference, wer_cap=wer_cap, seed=seed,
-                                                 n_resamples=n_resamples),
+    result = {"test_set": test_set, "feeding": feeding,
+              **score_rows(rows, reference=reference, wer_cap=wer_cap, seed=seed, n_resamples=n_resamples),
               "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine()},
               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     return result

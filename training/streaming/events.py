@@ -202,6 +202,13 @@ def record_from_steps(steps: Sequence[Step], audio_ms: float, chunk_ms: float) -
     return record
 
 
+def _timed(timer: Callable[[], float], fn: Callable[..., Hypothesis], *args) -> tuple[Hypothesis, float]:
+    """``fn(*args)`` and its wall time in ms on ``timer`` (seconds)."""
+    start = timer()
+    hyp = fn(*args)
+    return hyp, (timer() - start) * 1000
+
+
 def run_stream(recognizer: StreamingRecognizer, audio: np.ndarray, chunk_ms: float,
                timer: Callable[[], float] = time.perf_counter, *, live: bool = False) -> StreamRecord:
     """Feed `audio` in `chunk_ms` pieces (the last one may be shorter), then finish; time every step.
@@ -232,15 +239,11 @@ def run_stream(recognizer: StreamingRecognizer, audio: np.ndarray, chunk_ms: flo
             while k + 1 < len(pieces) and ends_ms[k + 1] <= start_ms:
                 k += 1
         piece = pieces[j] if k == j else np.concatenate(pieces[j : k + 1])
-        start = timer()
-        hyp = recognizer.feed(piece)
-        compute_ms = (timer() - start) * 1000
+        hyp, compute_ms = _timed(timer, recognizer.feed, piece)
         finish_ms = max(float(ends_ms[k]), finish_ms) + compute_ms
         steps.append(Step(float(ends_ms[k]), compute_ms, hyp))
         j = k + 1
-    start = timer()
-    hyp = recognizer.finish()
-    compute_ms = (timer() - start) * 1000
+    hyp, compute_ms = _timed(timer, recognizer.finish)
     # end of stream: everything shown is final
     steps.append(Step(len(audio) * 1000 / SAMPLE_RATE, compute_ms, Hypothesis(hyp.words, ()), final=True))
     return record_from_steps(steps, len(audio) * 1000 / SAMPLE_RATE, chunk_ms)
