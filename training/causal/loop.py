@@ -88,6 +88,32 @@ def restore_checkpoint(directory: Path, model: torch.nn.Module, cfg: FinetuneCon
     return int(state["step"])
 
 
+def kill_after_commit(cfg: FinetuneConfig, rank: int, step: int, timeout_s: float = 180.0) -> None:
+    """The fault drill: SIGKILL this worker once Ray's controller has committed a checkpoint.
+
+    A checkpoint counts only when the controller has collected every rank's report of it; a worker killed before
+    that poll takes the uncommitted checkpoint with it and the run rightly restarts from scratch. On a loaded machine
+    that race decided the drill's outcome, so the drill waits (bounded) for the controller's snapshot to name a
+    latest checkpoint: it tests recovery from a committed checkpoint, which is what it claims to test."""
+    import json
+
+    import ray.train
+
+    from ray.train.v2._internal.constants import CHECKPOINT_MANAGER_SNAPSHOT_FILENAME
+
+    snapshot = Path(cfg.storage_path) / ray.train.get_context().get_experiment_name() / CHECKPOINT_MANAGER_SNAPSHOT_FILENAME
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(snapshot.read_text()).get("latest_checkpoint_result"):
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.2)
+    Path(cfg.chaos.marker).write_text(f"killed rank {rank} pid {os.getpid()} at step {step}\n")
+    os.kill(os.getpid(), signal.SIGKILL)  # a real worker death, not an exception
+
+
 def train_loop_per_worker(config: dict[str, Any]) -> None:
     import ray.train
     from ray.train.torch import get_device, prepare_model
@@ -140,8 +166,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             setup.log({"resumed_from_step": start_step}, start_step)
         for step in range(start_step, cfg.max_steps):
             if cfg.chaos and rank == cfg.chaos.rank and step == cfg.chaos.at_step and not os.path.exists(cfg.chaos.marker):
-                Path(cfg.chaos.marker).write_text(f"killed rank {rank} pid {os.getpid()} at step {step}\n")
-                os.kill(os.getpid(), signal.SIGKILL)  # a real worker death, not an exception
+                kill_after_commit(cfg, rank, step)
             t0 = time.perf_counter()
             epoch, index = divmod(step, steps_per_epoch)
             batch_ids = rank_batches(len(utterances), world, rank, cfg.batch_size, cfg.seed, epoch)[index]
