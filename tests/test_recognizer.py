@@ -1,0 +1,109 @@
+"""A recognizer as one registered MLflow model version (real sqlite registry, real tiny.en weights, real speech):
+two-pass and causal specs round-trip through the registry; the pyfunc, ``load_spec`` (what ``whisperline evaluate
+models:/…`` uses) and the builder give the same transcript; registering twice returns the same version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import soundfile as sf
+
+from recognizer.artifact import NotARecognizer, from_portable, portable
+from training.evaluation.systems import SystemSpec
+
+pytestmark = pytest.mark.slow
+CHUNK_MS = 1000
+
+
+@pytest.fixture(scope="module")
+def adapter(tmp_path_factory) -> Path:
+    from configs.finetune import LoraSettings
+    from training.lora import apply_lora, save_adapter
+    from training.weights import checkpoint_sha256, load_model
+
+    root = tmp_path_factory.mktemp("adapter")
+    model = load_model("tiny.en")
+    apply_lora(model, LoraSettings(r=4), seed=0)  # B = 0: the original weights, as a registrable adapter
+    return save_adapter(model, LoraSettings(r=4), root / "adapter", {
+        "base_model": "tiny.en", "base_sha256": checkpoint_sha256("tiny.en"), "chunk_ms": CHUNK_MS,
+        "tau0_ms": CHUNK_MS})
+
+
+@pytest.fixture(scope="module")
+def uri(tmp_path_factory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('registry') / 'mlflow.db'}"
+
+
+@pytest.fixture(scope="module")
+def speech(realspeech: Path, tmp_path_factory):
+    from training.evaluation.sets import load_realspeech
+
+    utt = load_realspeech(realspeech, ("cmu_arctic",), limit={"cmu_arctic": 1})[0]
+    path = tmp_path_factory.mktemp("audio") / "utt.wav"
+    sf.write(path, utt.audio, 16000, subtype="FLOAT")
+    return path, utt.audio.astype(np.float32)
+
+
+def two_pass(adapter: Path) -> SystemSpec:
+    return SystemSpec("two-pass", "two-pass", CHUNK_MS, "tiny.en", adapter_dir=str(adapter), verifier="pad30")
+
+
+def test_portable_spec_names_artifacts_not_paths(adapter):
+    values, artifacts = portable(two_pass(adapter))
+    assert values["adapter_dir"] == "artifact:adapter" and artifacts == {"adapter": str(adapter.resolve())}
+    assert from_portable(values, {"adapter": "/x"}).adapter_dir == "/x"
+    with pytest.raises(NotARecognizer, match="artifact 'adapter'"):
+        from_portable(values, {})
+    with pytest.raises(NotARecognizer, match="only"):
+        portable(SystemSpec("fw", "faster-whisper"))
+    with pytest.raises(NotARecognizer, match="does not know"):
+        from_portable({**values, "colour": "red"}, artifacts)
+
+
+def test_two_pass_round_trips_through_the_registry(uri, adapter, speech, tmp_path):
+    import mlflow
+
+    from recognizer.registry import load_spec, register_recognizer
+    from training.evaluation.systems import build
+    from training.streaming.events import run_stream
+    from training.tracking import client
+
+    path, audio = speech
+    spec = two_pass(adapter)
+    reg = register_recognizer(uri, spec)
+    assert reg["registered_model"] == "whisperline-recognizer-tiny.en" and reg["kind"] == "two-pass"
+    again = register_recognizer(uri, spec)
+    assert again["version"] == reg["version"] and again["reused"] == "true"  # same spec, files, code: one version
+    c = client(uri)
+    c.set_registered_model_alias(reg["registered_model"], "champion", reg["version"])
+    mv = c.get_model_version(reg["registered_model"], reg["version"])
+    assert mv.tags["whisperline.kind"] == "two-pass" and mv.tags["chunk_ms"] == str(CHUNK_MS)
+    assert len(mv.tags["recognizer_key"]) == 64 and mv.tags["git_commit"]
+
+    loaded, version = load_spec(uri, f"models:/{reg['registered_model']}@champion", tmp_path / "dl")
+    assert version["version"] == reg["version"] and loaded.kind == "two-pass" and loaded.verifier == "pad30"
+    assert Path(loaded.adapter_dir).is_dir() and loaded.adapter_dir != spec.adapter_dir  # the registry's copy
+    expected = run_stream(build(spec)[0], audio, CHUNK_MS).text
+    assert expected, "the original weights write words on this utterance"
+    assert run_stream(build(loaded)[0], audio, CHUNK_MS).text == expected
+
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    pyfunc = mlflow.pyfunc.load_model(f"models:/{reg['registered_model']}@champion")
+    out = pyfunc.predict(pd.DataFrame({"audio_path": [str(path)]}))
+    assert out["text"].tolist() == [expected]
+    python_model = pyfunc.unwrap_python_model()
+    assert python_model.chunk_choices == (CHUNK_MS,)
+    with pytest.raises(ValueError, match="chunk_ms 300"):
+        python_model.engine(300)
+
+
+def test_a_causal_recognizer_is_its_own_version(uri, adapter):
+    from recognizer.registry import register_recognizer
+
+    two = register_recognizer(uri, two_pass(adapter))
+    causal = register_recognizer(uri, SystemSpec("causal", "causal", CHUNK_MS, "tiny.en", adapter_dir=str(adapter)))
+    assert causal["kind"] == "causal" and causal["version"] != two["version"]
