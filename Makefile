@@ -30,10 +30,11 @@ PORT ?= 4200
 serve: setup
 	$(VENV)/bin/whisperline serve --port $(PORT)
 
-# The registry version behind $(ALIAS) (default: the EMMA champion) live on 127.0.0.1:$(SERVE_PORT) (Ray Serve):
+# The registry version behind $(ALIAS) live on 127.0.0.1:$(SERVE_PORT) (Ray Serve); by default the recognizer the
+# pipeline promoted (whatever its kind: two-pass, causal, EMMA):
 # browser page at /, WebSocket streams at /ws.
 ALIAS ?= champion
-SERVE_MODEL ?= whisperline-emma-tiny.en-300ms
+SERVE_MODEL ?= whisperline-recognizer-tiny.en
 SERVE_PORT ?= 8000
 serve-model: setup
 	$(VENV)/bin/whisperline serve-model --alias $(ALIAS) --model $(SERVE_MODEL) --port $(SERVE_PORT)

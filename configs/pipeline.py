@@ -49,6 +49,10 @@ class PipelineConfig(BaseModel):
     evaluate_peers: bool = True
     evaluate_peer_chunk_ms: tuple[int, ...] = (1000,)
     evaluate_limit: int | None = Field(None, ge=1, description="first N test utterances (smoke runs)")
+    # The promote stage: every recognizer the stages made is registered and scored on `dev`; the gate names the
+    # champion within the WER cap and this budget (median final-word latency on dev, RTF on this machine)
+    champion_budget: dict[Literal["latency_ms", "rtf"], float] = Field(default_factory=dict)
+    candidate_beam: int | None = Field(None, ge=2, description="also register causal beam search of this width")
     hush_word: dict = Field(default_factory=dict)
     finetune: dict = Field(default_factory=dict)
     emma_sweep: dict = Field(default_factory=dict)

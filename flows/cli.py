@@ -189,19 +189,32 @@ def evaluate_cmd(
     ledger: Annotated[Optional[Path], typer.Option(help="test ledger (JSONL): a `test` scoring appends a line")] =
         Path("benchmarks/results/test_ledger.jsonl"),
     purpose: Annotated[str, typer.Option(help="why the test split is scored (release, smoke, ...)")] = "release",
+    model: Annotated[Optional[list[str]], typer.Option(
+        "--model", help="a registered recognizer, models:/NAME@ALIAS or models:/NAME/VERSION (repeat): scored as "
+                        "registered (what serve-model serves), beside the offline references and, with --peers, the "
+                        "PyPI peers at its chunk size")] = None,
 ) -> None:
     """Every system on the same held-out utterances in one run (Prefect flow evaluate → report + MLflow)."""
     from flows.evaluate import run_evaluate
     from training.evaluation.systems import default_specs
 
-    adapters = {int(k): v for k, v in (a.split("=", 1) for a in adapter or [])}
-    emma_chunk = None
-    if emma:
-        from training.emma.artifact import read_policy_meta
+    if model:
+        from recognizer.registry import load_spec
+        from training.tracking import default_tracking_uri
 
-        emma_chunk = read_policy_meta(emma)["config"]["chunk_ms"]  # the size it was trained at
-    specs = default_specs(chunk_ms or [300, 1000], adapters, rcs_adapter, emma, emma_adapter, t_emma, peers,
-                          emma_chunk_ms=emma_chunk)
+        loaded = [load_spec(tracking_uri or default_tracking_uri(), uri)[0] for uri in model]
+        chunks = sorted({s.chunk_ms for s in loaded if s.chunk_ms})
+        specs = [s for s in default_specs(chunks, peers=peers) if s.kind in ("offline", "faster-whisper")
+                 or s.kind.startswith("whisperlivekit")] + loaded
+    else:
+        adapters = {int(k): v for k, v in (a.split("=", 1) for a in adapter or [])}
+        emma_chunk = None
+        if emma:
+            from training.emma.artifact import read_policy_meta
+
+            emma_chunk = read_policy_meta(emma)["config"]["chunk_ms"]  # the size it was trained at
+        specs = default_specs(chunk_ms or [300, 1000], adapters, rcs_adapter, emma, emma_adapter, t_emma, peers,
+                              emma_chunk_ms=emma_chunk)
     result = run_evaluate(specs, test, train or [], train_split or ["train"], split, limit,
                           str(out) if out else None, tracking_uri, repeats=repeats,
                           ledger_path=str(ledger) if ledger else None, purpose=purpose)
@@ -380,14 +393,16 @@ def serve_cmd(
 @app.command("serve-model")
 def serve_model(
     alias: Annotated[str, typer.Option(help="registry alias to serve (followed: a moved alias is hot-swapped)")] = "champion",
-    model: Annotated[str, typer.Option(help="registered model name")] = "whisperline-emma-tiny.en-300ms",
+    model: Annotated[str, typer.Option(help="registered model name (the pipeline promotes recognizers here)")] = (
+        "whisperline-recognizer-tiny.en"),
     port: Annotated[int, typer.Option(help="HTTP/WebSocket port on 127.0.0.1")] = 8000,
     tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking/registry URI")] = None,
     replicas: Annotated[int, typer.Option(help="Ray Serve replicas")] = 1,
     max_streams: Annotated[int, typer.Option(help="live streams per replica")] = 8,
     compute_threads: Annotated[int, typer.Option(help="engine threads per replica")] = 2,
     torch_threads: Annotated[int, typer.Option(help="torch threads per engine step")] = 1,
-    precision: Annotated[str, typer.Option(help="bf16-all | bf16-encoder | int8-encoder | int8-all | fp32")] = "bf16-all",
+    precision: Annotated[str, typer.Option(help="bf16-all | bf16-encoder | int8-encoder | int8-all | fp32; an adapter "
+                                                "version only: a recognizer runs at the precision it names")] = "bf16-all",
     poll_s: Annotated[float, typer.Option(help="seconds between registry checks of the alias")] = 5.0,
 ) -> None:
     """The registry version behind ALIAS as a live Ray Serve app on 127.0.0.1: browser page at /, WebSocket

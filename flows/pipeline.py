@@ -1,5 +1,5 @@
 """The whole DAG as one Prefect flow: build_dataset → train_hush_word → finetune_causal → sweep_emma → evaluate →
-promote. Every stage is a subflow that also runs alone (its own CLI command and deployment); parameters come
+promote (every recognizer the stages made registered, scored on `dev`, the gate's champion scored on `test`). Every stage is a subflow that also runs alone (its own CLI command and deployment); parameters come
 from one typed profile (``configs/pipeline.py``), checked before any work starts.
 
 Re-running skips what is done: dataset versions are content-addressed (an existing version is returned as is),
@@ -24,6 +24,8 @@ from flows.hush_word import train_hush_word_flow
 from flows.sweep_emma import sweep_emma
 from tasks.pipeline import (PipelineBusy, evaluate_summary, evaluation_specs, output_root_lock, preflight,
                             synthesize_corpus, tag_test_numbers)
+from tasks.recognizer import (champion_spec, offline_references, promote_recognizers, recognizer_candidates,
+                              register_candidates, tag_champion_test_numbers)
 from tasks.runtime import prefect_api
 
 __all__ = ["PipelineBusy", "pipeline", "run_pipeline"]
@@ -31,12 +33,12 @@ __all__ = ["PipelineBusy", "pipeline", "run_pipeline"]
 
 @flow(name="whisperline-pipeline", log_prints=True)
 def pipeline(config: PipelineConfig, realspeech: str | None = None) -> dict:
-    preflight(config)
+    tracking_uri = preflight(config)
     with output_root_lock(config):
-        return _stages(config, realspeech)
+        return _stages(config, realspeech, tracking_uri)
 
 
-def _stages(config: PipelineConfig, realspeech: str | None) -> dict:
+def _stages(config: PipelineConfig, realspeech: str | None, tracking_uri: str) -> dict:
     started = time.perf_counter()
     times: dict[str, float] = {}
     out: dict = {}
@@ -80,10 +82,22 @@ def _stages(config: PipelineConfig, realspeech: str | None) -> dict:
         create_markdown_artifact(key="pipeline-results", markdown="\n".join(
             ["| system (dev split) | WER | ARWER | AL ms |", "|---|---|---|---|"]
             + [f"| {r['system']} | {r['wer']} | {r['arwer']} | {r['al_ms']} |" for r in out["evaluate"]]))
-        # the held-out `test` split (real speech when given): every system, ours and the PyPI peers, one run
+        hush_dir = ((out.get("train_hush_word") or {}).get("training") or {}).get("hush_word_dir")
         held_out = [real["version_dir"]] if realspeech else [synth["version_dir"]]
-        specs = evaluation_specs(config, adapters, out.get("sweep_emma"),
-                                 ((out.get("train_hush_word") or {}).get("training") or {}).get("hush_word_dir"))
+        specs = evaluation_specs(config, adapters, out.get("sweep_emma"), hush_dir)
+        champion = None
+        candidates = recognizer_candidates(config, adapters, out.get("sweep_emma"), hush_dir)
+        if "promote" in config.stages and candidates:
+            # every recognizer registered, scored on `dev` beside the offline references, the gate names the champion
+            registered = register_candidates(tracking_uri, candidates)
+            dev = timed("evaluate_dev", evaluate, offline_references(config) + candidates, validation, datasets,
+                        ["train"], split="dev", out_dir=str(root / "evaluation-dev"), tracking_uri=config.tracking_uri)
+            out["promote_recognizers_registered"] = registered
+            out["promote_recognizers"] = promote_recognizers(tracking_uri, dev, registered, config)
+            champion = out["promote_recognizers"]["aliases"]["champion"]
+            specs.append(champion_spec(tracking_uri, champion["registered_model"], "champion",
+                                       str(root / "champion")))
+        # the held-out `test` split (real speech when given): every system, ours and the PyPI peers, one run
         out["evaluate_test"] = timed("evaluate", evaluate, specs, held_out, datasets, ["train"],
                                      limit=config.evaluate_limit, out_dir=str(root / "evaluation"),
                                      tracking_uri=config.tracking_uri, ledger_path=str(root / "test_ledger.jsonl"),
@@ -91,6 +105,8 @@ def _stages(config: PipelineConfig, realspeech: str | None) -> dict:
         promotion = (out.get("sweep_emma") or {}).get("promotion")
         out["promotion_test_tags"] = tag_test_numbers(out["sweep_emma"]["tracking_uri"], promotion,
                                                       out["evaluate_test"]) if promotion else {}
+        if champion:
+            out["champion_test_tags"] = tag_champion_test_numbers(tracking_uri, champion, out["evaluate_test"])
     out["stage_s"] = times
     out["wall_s"] = round(time.perf_counter() - started, 1)
     return out

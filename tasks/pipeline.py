@@ -110,7 +110,7 @@ def tag_test_numbers(tracking_uri: str, promotion: dict | None, evaluation: dict
 
     if not promotion or not promotion.get("version") or not promotion.get("registered_model"):
         return {}
-    rows = [r for r in evaluation["systems"] if r["spec"].get("emma_dir")]
+    rows = [r for r in evaluation["systems"] if r["spec"].get("emma_dir") and not r["name"].startswith("champion")]
     if not rows:
         return {}
     row, ts = rows[0], evaluation["test_set"]

@@ -29,7 +29,8 @@ def test_pipeline_runs_end_to_end_and_reruns_only_what_changed(prefect_server, r
     from flows.pipeline import pipeline
 
     first = pipeline(config=_config(tmp_path, mlflow_server))
-    assert set(first["stage_s"]) == {"build_dataset", "train_hush_word", "finetune_causal", "sweep_emma", "evaluate"}
+    assert set(first["stage_s"]) == {"build_dataset", "train_hush_word", "finetune_causal", "sweep_emma",
+                                     "evaluate_dev", "evaluate"}
     assert first["finetune_causal"][0]["status"] == "ok" and not first["sweep_emma"]["skipped"]
     promotion = first["sweep_emma"]["promotion"]  # the session's MLflow server may hold a champion already
     assert promotion["version"] and promotion["decision"].startswith(("champion", "refused"))
@@ -39,13 +40,28 @@ def test_pipeline_runs_end_to_end_and_reruns_only_what_changed(prefect_server, r
     sources = {r["name"]: r["source"] for r in test["systems"]}
     assert sources["causal tuned 300 ms"] == "ours" and sources["offline Whisper (ours, 30 s pad)"] == "ours"
     assert sources["whisperlivekit LocalAgreement-2 1000 ms"].startswith("pypi:whisperlivekit==")
-    two_pass = [r for r in test["systems"] if r["kind"] == "two-pass"]  # verifier padded with this run's hush word
+    two_pass = [r for r in test["systems"] if r["kind"] == "two-pass" and not r["name"].startswith("champion")]  # verifier padded with this run's hush word
     assert len(two_pass) == 1 and two_pass[0]["spec"]["hush_dir"] == first["train_hush_word"]["training"]["hush_word_dir"]
     assert (tmp_path / "evaluation" / "evaluation.json").exists()
-    emma = [r for r in test["systems"] if r["spec"].get("emma_dir")]  # the dev-selected trial, scored on test
+    emma = [r for r in test["systems"] if r["spec"].get("emma_dir") and not r["name"].startswith("champion")]  # the dev-selected trial, scored on test
     assert len(emma) == 1 and emma[0]["name"].endswith("(dev-selected)")
     version = client(mlflow_server).get_model_version(promotion["registered_model"], promotion["version"])
     assert version.tags["test_wer"] == str(emma[0]["wer"]) and version.tags["selected_on"] == "dev split"
+    # every recognizer the stages made is one registry version; the dev gate's champion is scored on test
+    c = client(mlflow_server)
+    name = "whisperline-recognizer-tiny.en"
+    kinds = {v.tags.get("whisperline.kind") for v in c.search_model_versions(f"name = '{name}'")}
+    assert {"causal", "two-pass", "emma"} <= kinds
+    champion = first["promote_recognizers"]["aliases"]["champion"]
+    assert champion["registered_model"] == name and champion["kind"] in kinds
+    champ_rows = [r for r in test["systems"] if r["name"].startswith("champion (dev-selected)")]
+    assert len(champ_rows) == 1 and champ_rows[0]["kind"] in ("causal", "two-pass")
+    mv = c.get_model_version_by_alias(name, "champion")
+    assert mv.version == champion["version"] and mv.tags["dev_wer"] and mv.tags["eval_set"].startswith("dev")
+    assert mv.tags["test_wer"] == str(champ_rows[0]["wer"]) and mv.tags["gate"]
+    assert c.get_model_version_by_alias(name, "champion-300ms").version and c.get_model_version_by_alias(
+        name, "champion-fast").version
+    n_versions = len(c.search_model_versions(f"name = '{name}'"))
 
     # nothing changed: every stage is a cache hit (the evaluation re-runs: its timings are part of its result)
     again = pipeline(config=_config(tmp_path, mlflow_server, evaluate_peers=False))
@@ -53,6 +69,8 @@ def test_pipeline_runs_end_to_end_and_reruns_only_what_changed(prefect_server, r
     assert again["finetune_causal"][0]["run_id"] == first["finetune_causal"][0]["run_id"]
     assert again["train_hush_word"]["training"]["run_id"] == first["train_hush_word"]["training"]["run_id"]
     assert again["sweep_emma"]["parent_run_id"] == first["sweep_emma"]["parent_run_id"]
+    assert len(c.search_model_versions(f"name = '{name}'")) == n_versions  # the same recognizers: no new versions
+    assert all(r["reused"] == "true" for r in again["promote_recognizers_registered"].values())
 
     changed = _config(tmp_path, mlflow_server, evaluate_peers=False)
     changed = changed.model_copy(update={"emma_sweep": {**changed.emma_sweep, "t_emma": [0.3, 0.4]}})

@@ -1,6 +1,7 @@
 """What a server serves: the MLflow registry version behind an alias, loaded once per replica.
 
-The version's own pyfunc model (``training.causal.pyfunc_model`` or ``training.emma.pyfunc_model``) does the loading
+The version's own pyfunc model (``recognizer.pyfunc_model`` for a registered recognizer, the spec the evaluate stage
+scores; ``training.causal.pyfunc_model`` / ``training.emma.pyfunc_model`` for a stage's adapter) does the loading
 (artifacts, base weights checked against the recorded sha256), so a served model is exactly what the registry
 promoted; the server then asks it for one engine per stream (``engine(chunk_ms)``). For speed the loaded weights
 are then made inference-only: the LoRA adapter merged into them and the Linear layers lowered to ``precision``
@@ -30,7 +31,7 @@ class ServedVersion:
     base_model: str | None
     base_sha256: str | None
     dataset_versions: str | None
-    kind: str  # "causal" (stability rule) or "emma" (read/write policy)
+    kind: str  # "causal" (stability rule), "emma" (read/write policy); a recognizer's own: "two-pass", "causal-beam"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,7 +48,11 @@ def resolve(tracking_uri: str, registered_model: str, alias: str) -> ServedVersi
         raise ModelNotFound(f"no version of {registered_model!r} has the alias {alias!r} in {tracking_uri} "
                             f"({type(err).__name__}: {str(err)[:200]})") from err
     tags = c.get_run(mv.run_id).data.tags if mv.run_id else {}
-    kind = "emma" if tags.get("whisperline.kind", "").startswith("emma") or "t_emma" in tags else "causal"
+    run_kind = tags.get("whisperline.kind", "")
+    if run_kind.startswith("recognizer:"):  # a registered recognizer: two-pass, causal, causal-beam, emma
+        kind = run_kind.removeprefix("recognizer:")
+    else:  # an adapter or a sweep trial registered by its training stage
+        kind = "emma" if run_kind.startswith("emma") or "t_emma" in tags else "causal"
     return ServedVersion(registered_model, str(mv.version), alias, mv.run_id, tags.get("base_model"),
                          tags.get("base_sha256"), tags.get("dataset_versions"), kind)
 
@@ -60,7 +65,8 @@ class ServedModel:
         self.python_model = python_model
         self.precision = precision
         self.chunk_choices: tuple[int, ...] = tuple(python_model.chunk_choices)
-        self.default_chunk_ms = self.chunk_choices[-1] if version.kind == "emma" else int(
+        self.default_chunk_ms = self.chunk_choices[-1] if version.kind == "emma" and not hasattr(
+            python_model, "spec") else int(
             getattr(python_model, "meta", {}).get("chunk_ms", self.chunk_choices[-1]))
         self._lock = threading.Lock()  # engines are built from shared weights: never while they change
 
@@ -93,6 +99,10 @@ def load(tracking_uri: str, version: ServedVersion, precision: str | None = "bf1
     mlflow.set_registry_uri(tracking_uri)
     pyfunc = mlflow.pyfunc.load_model(f"models:/{version.registered_model}/{version.version}")
     python_model = pyfunc.unwrap_python_model()
+    if hasattr(python_model, "spec"):
+        # a registered recognizer is served exactly as registered and evaluated: its spec names its precision, so
+        # the server's own `precision` does not apply (the same words as `whisperline evaluate models:/…`)
+        return ServedModel(version, python_model, python_model.spec.precision)
     model = python_model.model
     merge_adapter(model)  # no-op where the pyfunc already merged (EMMA's load_tuned)
     if precision:

@@ -1,0 +1,95 @@
+"""Prefect tasks of the promote stage over recognizers (flows/pipeline.py wires them): the candidates a profile
+trains, each registered as one model version, the dev-split gate, the champion read back for the test report."""
+
+from __future__ import annotations
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from configs.pipeline import PipelineConfig
+from training.evaluation.systems import SystemSpec
+
+
+@task(name="recognizer-candidates", cache_policy=NO_CACHE)
+def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], sweep: dict | None,
+                          hush_dir: str | None) -> list[SystemSpec]:
+    """Every recognizer the profile's stages made: causal greedy (and beam, ``candidate_beam``) per tuned adapter,
+    two-pass per adapter when a hush word was trained, the dev-selected EMMA trial at its chunk size."""
+    specs: list[SystemSpec] = []
+    for chunk, adapter in sorted(adapters.items()):
+        specs.append(SystemSpec(f"recognizer causal {chunk} ms", "causal", chunk, config.model, adapter_dir=adapter))
+        if config.candidate_beam and config.candidate_beam > 1:
+            specs.append(SystemSpec(f"recognizer causal beam {config.candidate_beam} {chunk} ms", "causal", chunk,
+                                    config.model, adapter_dir=adapter, beam_size=config.candidate_beam))
+        if hush_dir:
+            specs.append(SystemSpec(f"recognizer two-pass {chunk} ms", "two-pass", chunk, config.model,
+                                    adapter_dir=adapter, verifier="hush", hush_dir=hush_dir))
+    trial = (sweep or {}).get("promotion", {}).get("trial") or {}
+    if trial.get("run_id") and config.sweep_chunk_ms in adapters:
+        from training.tracking import client
+
+        tags = client(sweep["tracking_uri"]).get_run(trial["run_id"]).data.tags
+        if tags.get("policy_dir"):
+            specs.append(SystemSpec(f"recognizer emma {config.sweep_chunk_ms} ms", "causal", config.sweep_chunk_ms,
+                                    config.model, adapter_dir=adapters[config.sweep_chunk_ms],
+                                    emma_dir=tags["policy_dir"], t_emma=float(trial["t_emma"])))
+    return specs
+
+
+@task(name="offline-references", cache_policy=NO_CACHE)
+def offline_references(config: PipelineConfig) -> list[SystemSpec]:
+    """The offline systems that set the dev WER cap (the best of them + the cap's points)."""
+    specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline", model=config.model)]
+    if config.evaluate_peers:
+        specs.append(SystemSpec("faster-whisper offline", "faster-whisper", model=config.model))
+    return specs
+
+
+@task(name="register-recognizers", cache_policy=NO_CACHE)
+def register_candidates(tracking_uri: str, specs: list[SystemSpec]) -> dict[str, dict[str, str]]:
+    """{spec name: registration}; a recognizer registered before (same spec, files and code) keeps its version."""
+    from recognizer.registry import register_recognizer
+
+    return {s.name: register_recognizer(tracking_uri, s) for s in specs}
+
+
+@task(name="promote-recognizers", cache_policy=NO_CACHE)
+def promote_recognizers(tracking_uri: str, dev: dict, registered: dict[str, dict[str, str]],
+                        config: PipelineConfig) -> dict:
+    from recognizer.gate import Budget, promote
+
+    ts = dev["test_set"]
+    eval_set = (f"{','.join(ts.get('splits', ['dev']))}: {ts['n_utterances']} utterances, "
+                f"audio {ts.get('audio_sha256', '')[:16]}")
+    budget = Budget(config.champion_budget.get("latency_ms"), config.champion_budget.get("rtf"))
+    return promote(tracking_uri, dev["systems"], registered, eval_set, budget)
+
+
+@task(name="champion-spec", cache_policy=NO_CACHE)
+def champion_spec(tracking_uri: str, registered_model: str, alias: str, dst: str) -> SystemSpec:
+    """The promoted version as the evaluate stage scores it: read back from the registry, like a server does."""
+    from dataclasses import replace
+
+    from recognizer.registry import load_spec
+
+    spec, version = load_spec(tracking_uri, f"models:/{registered_model}@{alias}", dst)
+    return replace(spec, name=f"champion (dev-selected): {version['kind'].split(':')[-1]} {spec.chunk_ms} ms "
+                              f"v{version['version']}")
+
+
+@task(name="tag-champion-test-numbers", cache_policy=NO_CACHE)
+def tag_champion_test_numbers(tracking_uri: str, champion: dict, evaluation: dict) -> dict[str, str]:
+    """The champion was chosen on `dev`; its held-out `test` numbers (reported, never selected on) go onto it."""
+    from training.tracking import client
+
+    rows = [r for r in evaluation["systems"] if r["name"].startswith("champion (dev-selected)")]
+    if not rows:
+        return {}
+    row, ts = rows[0], evaluation["test_set"]
+    tags = {f"test_{k}": str(row[k]) for k in ("wer", "word_latency_ms_median", "word_latency_ms_p90", "rtf")
+            if k in row}
+    tags |= {"test_set": f"{ts['n_utterances']} utterances, {ts['seconds']} s", "selected_on": "dev split"}
+    c = client(tracking_uri)
+    for k, v in tags.items():
+        c.set_model_version_tag(champion["registered_model"], champion["version"], k, v)
+    return tags

@@ -1,0 +1,131 @@
+"""A registered two-pass recognizer from the registry to the socket: the Ray Serve app (real local Ray, real sqlite
+MLflow registry, real tiny.en weights) serves the version behind ``champion``, and a real-time WebSocket stream of
+real speech gives the final transcript the evaluate stage gives for ``models:/…@champion`` (same spec, same
+builder), on an utterance and on a 40 s stream of several (past Whisper's 30 s context: segmented alike).
+
+The version holds a zero-initialised adapter (the original weights, no training here) and the "pad30" verifier
+(no hush word to train); what is checked is that evaluation and serving run one recognizer."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import free_port
+
+pytestmark = pytest.mark.slow
+CHUNK_MS = 1000
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    from configs.finetune import LoraSettings
+    from recognizer.registry import register_recognizer
+    from training.evaluation.systems import SystemSpec
+    from training.lora import apply_lora, save_adapter
+    from training.tracking import client
+    from training.weights import checkpoint_sha256, load_model
+
+    root = tmp_path_factory.mktemp("recognizer-registry")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    model = load_model("tiny.en")
+    apply_lora(model, LoraSettings(r=4), seed=0)
+    adapter = save_adapter(model, LoraSettings(r=4), root / "adapter", {
+        "base_model": "tiny.en", "base_sha256": checkpoint_sha256("tiny.en"), "chunk_ms": CHUNK_MS,
+        "tau0_ms": CHUNK_MS})
+    reg = register_recognizer(uri, SystemSpec("two-pass", "two-pass", CHUNK_MS, "tiny.en", adapter_dir=str(adapter),
+                                              verifier="pad30"))
+    client(uri).set_registered_model_alias(reg["registered_model"], "champion", reg["version"])
+    return {"uri": uri, **reg}
+
+
+@pytest.fixture(scope="module")
+def server(registry, ray_cluster):
+    from ray import serve
+
+    from training.serving.app import ServeSettings, run
+
+    settings = ServeSettings(tracking_uri=registry["uri"], registered_model=registry["registered_model"],
+                             alias="champion", max_streams=2, compute_threads=1, torch_threads=1, poll_s=5.0,
+                             max_backlog_ms=60_000, idle_timeout_s=60)
+    url = run(settings, free_port(), num_cpus=1)
+    yield url
+    serve.shutdown()
+
+
+@pytest.fixture(scope="module")
+def speech(realspeech: Path):
+    from training.evaluation.sets import Utterance, load_realspeech
+
+    utts = load_realspeech(realspeech, ("cmu_arctic", "ljspeech"), limit={"cmu_arctic": 1, "ljspeech": 10})
+    gap = np.zeros(8000, dtype=np.float32)  # 0.5 s between sentences, as a reader pauses
+    pieces, words, offset_ms = [], [], 0
+    for u in utts:  # one continuous reading of ≥ 40 s, its aligned words shifted to their place in it
+        words += [(w, s + offset_ms, e + offset_ms) for w, s, e in u.words]
+        pieces += [u.audio.astype(np.float32), gap]
+        offset_ms += (len(u.audio) + len(gap)) // 16
+        if offset_ms >= 40_000:
+            break
+    assert offset_ms >= 40_000, "not enough speech for a stream past 30 s"
+    reference = " ".join(u.reference for u in utts[: len(pieces) // 2])
+    return {"short": utts[0], "long": Utterance("long", np.concatenate(pieces), reference, tuple(words))}
+
+
+def _pcm(audio: np.ndarray) -> np.ndarray:
+    return np.clip(np.round(audio * 32767), -32768, 32767).astype("<i2")
+
+
+def _stream(url: str, pcm: np.ndarray, realtime: bool) -> tuple[dict, list[dict]]:
+    from websockets.sync.client import connect
+
+    events: list[dict] = []
+    with connect(url.replace("http://", "ws://") + "/ws", open_timeout=30, close_timeout=10, max_size=2**22) as ws:
+        ready = json.loads(ws.recv(timeout=120))
+        step, start = 100 * 16, time.monotonic()
+        for i in range(0, len(pcm), step):
+            if realtime:
+                time.sleep(max(0.0, start + i / 16000 - time.monotonic()))
+            ws.send(pcm[i : i + step].tobytes())
+        ws.send(json.dumps({"type": "end"}))
+        for message in ws:
+            events.append(json.loads(message))
+    return ready, events
+
+
+def _evaluated(registry, utterances, tmp_path) -> list[str]:
+    """What `whisperline evaluate --model models:/NAME@champion` scores: the spec read back from the registry,
+    built by the one builder, every utterance streamed (PCM16-rounded audio, as the socket carries it)."""
+    from recognizer.registry import load_spec
+    from training.evaluation.report import evaluate_systems
+
+    spec, version = load_spec(registry["uri"], f"models:/{registry['registered_model']}@champion", tmp_path)
+    assert version["version"] == registry["version"] and spec.kind == "two-pass"
+    result = evaluate_systems([spec], utterances, test_set={"n_utterances": len(utterances)}, live=False,
+                              n_resamples=200, log=lambda *_: None)
+    return [e["hyp"] for e in result["systems"][0]["per_utterance"]]
+
+
+def test_served_two_pass_champion_gives_the_evaluated_transcript(server, registry, speech, tmp_path):
+    from training.evaluation.sets import Utterance
+
+    short, long = speech["short"], speech["long"]
+    pcm_short, pcm_long = _pcm(short.audio), _pcm(long.audio)
+    as_sent = [Utterance(short.utt_id, pcm_short.astype(np.float32) / 32768.0, short.reference, short.words),
+               Utterance("long", pcm_long.astype(np.float32) / 32768.0, long.reference, long.words)]
+    expected = _evaluated(registry, as_sent, tmp_path)
+    assert expected[0] and len(expected[1].split()) > 60  # 40 s of read speech: many words, past one segment
+
+    ready, events = _stream(server, pcm_short, realtime=True)
+    assert ready["model"]["version"] == registry["version"] and ready["model"]["kind"] == "two-pass"
+    assert events[-1]["type"] == "summary" and events[-1]["text"] == expected[0]
+    finals = [w for e in events if e["type"] == "final" for w in e["words"]]
+    assert " ".join(finals) == expected[0]
+
+    _, events = _stream(server, pcm_long, realtime=False)
+    summary = events[-1]
+    assert summary["type"] == "summary" and summary["text"] == expected[1]
+    assert summary["audio_ms"] >= 40_000
