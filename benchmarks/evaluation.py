@@ -44,7 +44,9 @@ def _save(out: Path, state: dict) -> None:
 def stage_data(args, out: Path, state: dict) -> None:
     from benchmarks.evidence import build_datasets, dataset_counts
 
-    state["datasets"] = build_datasets(out, Path(args.shared_data).resolve(), args.n_synth)
+    only = tuple(d for d in args.datasets.split(",") if d)
+    state["datasets"] = {**state.get("datasets", {}),
+                         **build_datasets(out, Path(args.shared_data).resolve(), args.n_synth, only)}
     state["dataset_counts"] = {k: dataset_counts(v) for k, v in state["datasets"].items()}
     print(json.dumps(state["dataset_counts"], indent=1))
 
@@ -265,6 +267,7 @@ def main() -> None:
     parser.add_argument("--out", default="outputs/bench-evaluation")
     parser.add_argument("--shared-data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--n-synth", type=int, default=240)
+    parser.add_argument("--datasets", default="", help="data: only these (e.g. real,longform; default: every one)")
     parser.add_argument("--steps", type=int, default=160)
     parser.add_argument("--seed", type=int, action="append", help="training seeds of the 300 ms recipe (repeat)")
     parser.add_argument("--no-rcs", action="store_true")

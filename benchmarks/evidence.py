@@ -46,8 +46,9 @@ def real_corpus_links(shared_data: Path, out: Path) -> Path:
     return folder
 
 
-def build_datasets(out: Path, shared_data: Path, n_synth: int) -> dict[str, str]:
-    """Every dataset version of the evaluation: {"synth", "kokoro_train", "kokoro_dev", "real"} → version dirs."""
+def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, ...] = ()) -> dict[str, str]:
+    """Every dataset version of the evaluation: {"synth", "kokoro_train", "kokoro_dev", "real", "longform"} →
+    version dirs (``only``: just these; versions are content-addressed, so a later full build reuses them)."""
     from configs.pipeline import load_pipeline_config
     from data.synth import write_synthetic_corpus
     from data.tts_kokoro import DEV_VOICES, fetch_kokoro, kokoro_texts, train_voices, write_kokoro_corpus
@@ -55,18 +56,22 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int) -> dict[str, str]
 
     profile = load_pipeline_config(str(REPO / "configs" / "smoke.yaml"))
     base = profile.dataset
-    corpora = {
-        "synth": write_synthetic_corpus(out / "corpora" / f"synth-{n_synth}", n_synth, seed=0),
-        "kokoro_train": write_kokoro_corpus(out / "corpora" / "kokoro-train",
-                                            kokoro_texts("train") * KOKORO_TRAIN_REPEATS,
-                                            train_voices(fetch_kokoro()), seed=1),
-        "kokoro_dev": write_kokoro_corpus(out / "corpora" / "kokoro-dev", kokoro_texts("dev") * len(DEV_VOICES),
-                                          DEV_VOICES, seed=0),
-        "real": real_corpus_links(shared_data, out),
+    writers = {
+        "synth": lambda: write_synthetic_corpus(out / "corpora" / f"synth-{n_synth}", n_synth, seed=0),
+        "kokoro_train": lambda: write_kokoro_corpus(out / "corpora" / "kokoro-train",
+                                                    kokoro_texts("train") * KOKORO_TRAIN_REPEATS,
+                                                    train_voices(fetch_kokoro()), seed=1),
+        "kokoro_dev": lambda: write_kokoro_corpus(out / "corpora" / "kokoro-dev",
+                                                  kokoro_texts("dev") * len(DEV_VOICES), DEV_VOICES, seed=0),
+        "real": lambda: real_corpus_links(shared_data, out),
         # continuous recordings of about a minute: their own evaluation set (segmented at aligned pauses, every
         # segment keeps its recording id, so a whole recording can be streamed and resampled as one unit)
-        "longform": (shared_data / "longform").resolve(),
+        "longform": lambda: (shared_data / "longform").resolve(),
     }
+    unknown = set(only) - set(writers)
+    if unknown:
+        raise ValueError(f"unknown datasets {sorted(unknown)}; known: {sorted(writers)}")
+    corpora = {k: w() for k, w in writers.items() if not only or k in only}
     configs = {
         "synth": base.model_copy(update={"name": "synth", "splits": {"train": 1.0}}),
         "kokoro_train": base.model_copy(update={"name": "kokoro-train", "splits": {"train": 1.0}}),
