@@ -57,9 +57,18 @@ def specs(args, choices: dict) -> list:
         out.append(SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=args.adapter))
     else:
         out.append(SystemSpec("causal 300 ms (original weights)", "causal", 300))
-    if args.hush_dir:
-        out.append(SystemSpec("two-pass 300 ms", "two-pass", 300, adapter_dir=args.adapter, hush_dir=args.hush_dir,
-                              verifier="hush", every_ms=300))
+    if args.hush_dir or args.verifier:
+        # the verifier's padding: the hush word where one is given, else a naive padding mid-stream and Whisper's
+        # own 30 s padding for each segment's last pass (fixed before any long-form number was seen)
+        verifier = args.verifier or "hush"
+        final = args.final_verifier or (None if verifier == "hush" else "pad30")
+        out.append(SystemSpec(f"two-pass 300 ms ({verifier}" + (f", final {final})" if final else ")"), "two-pass",
+                              300, adapter_dir=args.adapter, hush_dir=args.hush_dir, verifier=verifier,
+                              every_ms=300, final_verifier=final))
+    for uri in args.model or []:  # a registered recognizer, as registered (what serve-model serves)
+        from recognizer.registry import load_spec
+
+        out.append(load_spec(args.tracking_uri, uri)[0])
     for key in ("whisperlivekit-la@1000", "whisperlivekit-simul@1000"):
         peer = choices.get("peers", {}).get(key)
         if peer and not args.no_peers:
@@ -67,25 +76,25 @@ def specs(args, choices: dict) -> list:
     return out
 
 
-def hour_check(minutes: int, adapter: str | None) -> dict:
-    """One stream of ``minutes`` of real speech (the test utterances repeated) through our causal engine as the
+def hour_check(minutes: int, spec) -> dict:
+    """One stream of ``minutes`` of real speech (the test utterances repeated) through one of our systems as the
     evaluate stage builds it: no exception, the segments it took, the step p90 of its first and last minute."""
     import numpy as np
 
     from training.evaluation.longform import join
     from training.evaluation.sets import load_realspeech
-    from training.evaluation.systems import SystemSpec, build
+    from training.evaluation.systems import build
     from training.streaming.evaluate import evaluate_records
     from training.streaming.events import run_stream
 
     utts = load_realspeech(REPO.parent / "shared" / "data" / "realspeech", ("ljspeech", "cmu_arctic"))
     seconds = sum(len(u.audio) for u in utts) / 16_000
     stream = join(utts * int(np.ceil(minutes * 60 / seconds)), f"hour-{minutes}min")
-    recognizer, _ = build(SystemSpec("causal 300 ms", "causal", 300, adapter_dir=adapter))
+    recognizer, _ = build(spec)
     started = time.perf_counter()
-    record = run_stream(recognizer, stream.audio, 300, live=True)
+    record = run_stream(recognizer, stream.audio, spec.chunk_ms, live=True)
     m = evaluate_records([record], [stream])
-    return {"minutes": round(len(stream.audio) / 16_000 / 60, 1), "segments": recognizer.segments,
+    return {"system": spec.name, "minutes": round(len(stream.audio) / 16_000 / 60, 1), "segments": recognizer.segments,
             "wall_s": round(time.perf_counter() - started, 1), "wer": m["wer"], "rtf": m["rtf"],
             "step_ms_p90_first_minute": m["step_ms_p90_first_minute"],
             "step_ms_p90_last_minute": m["step_ms_p90_last_minute"], "exception": None}
@@ -98,8 +107,13 @@ def main() -> None:
     parser.add_argument("--hush-dir", help="a hush word: adds the two-pass row")
     parser.add_argument("--min-total-s", type=float, default=600.0)
     parser.add_argument("--max-stream-s", type=float, default=360.0)
+    parser.add_argument("--verifier", help="two-pass without a hush word: the mid-stream padding (zeros_5s, pad30)")
+    parser.add_argument("--final-verifier", help="two-pass: the padding of each segment's last pass")
+    parser.add_argument("--model", action="append", help="a registered recognizer, models:/NAME@ALIAS (repeat)")
+    parser.add_argument("--tracking-uri", default=None, help="the registry of --model")
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--hour-check", type=int, default=0, metavar="MINUTES")
+    parser.add_argument("--hour-check-systems", default="causal", choices=("causal", "two-pass", "all"))
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
 
@@ -114,11 +128,14 @@ def main() -> None:
                 "n_words": sum(len(s.words) for s in units), "corpora": sorted(set(source.values())),
                 "audio_sha256": "", "streams": {s.utt_id: {"source": source[s.utt_id], "seconds":
                                                             round(len(s.audio) / 16_000, 1)} for s in units}}
-    result = evaluate_systems(specs(args, choices), units, test_set=test_set)
+    systems = specs(args, choices)
+    result = evaluate_systems(systems, units, test_set=test_set)
     result["recordings"] = len(units)
     result["seconds"] = seconds
     if args.hour_check:
-        result["hour_check"] = hour_check(args.hour_check, args.adapter)
+        ours = [sp for sp in systems if sp.kind in ("causal", "two-pass")]
+        result["hour_check"] = [hour_check(args.hour_check, sp) for sp in ours
+                                if args.hour_check_systems == "all" or sp.kind == args.hour_check_systems]
     result["command"] = " ".join(["python", *sys.argv])
     for path in write_report(result, args.out, "longform"):
         print(path)

@@ -21,7 +21,8 @@ Soak (``--soak-min``): ``--soak-streams`` clients stream with reconnects for tha
 sampled every minute; every error is counted.
 
 Writes ``benchmarks/results/serve_load.json`` / ``.md`` (the soak: ``serve_soak.json`` / ``.md``).
-Usage: python benchmarks/serve_load.py --adapter DIR [--levels 1,2,4,8,12,16] [--peers] [--peer-levels 1,2,3]
+Usage: python benchmarks/serve_load.py (--model models:/NAME@ALIAS --tracking-uri URI | --adapter DIR)
+       [--levels 1,2,4,8,12,16] [--peers] [--peer-levels 1,2,3]
        [--soak-min 30 --soak-streams 4] [--out outputs/bench-evaluation]
 """
 
@@ -255,22 +256,37 @@ def sweep(name: str, client, url: str, utterances, levels) -> dict:
 
 
 # ------------------------------------------------------------------------- servers
-def start_ours(adapter: str, out: Path, port: int, args) -> tuple[str, dict]:
+def start_ours(out: Path, port: int, args) -> tuple[str, dict]:
+    """Ray Serve on the registered recognizer ``--model`` (as `serve-model` serves it), or on ``--adapter``
+    registered into a local registry (the older adapter versions)."""
     import ray
 
-    from training.causal.run import register_adapter
     from training.serving.app import ServeSettings, run
+    from training.serving.models import resolve
     from training.tracking import client
 
-    uri = f"sqlite:///{out / 'serve-load-mlflow.db'}"
-    name, version = register_adapter(uri, adapter, "serve-load")
-    client(uri).set_registered_model_alias(name, "serve-load", version)
+    if args.model:
+        from recognizer.registry import parse_model_uri
+
+        uri = args.tracking_uri
+        name, alias, version = parse_model_uri(args.model)
+        if alias is None:
+            alias = "serve-load"
+            client(uri).set_registered_model_alias(name, alias, version)
+    else:
+        from training.causal.run import register_adapter
+
+        uri = f"sqlite:///{out / 'serve-load-mlflow.db'}"
+        name, version = register_adapter(uri, args.adapter, "serve-load")
+        alias = "serve-load"
+        client(uri).set_registered_model_alias(name, alias, version)
+    served = resolve(uri, name, alias)
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
-    settings = ServeSettings(tracking_uri=uri, registered_model=name, alias="serve-load", max_streams=args.max_streams,
+    settings = ServeSettings(tracking_uri=uri, registered_model=name, alias=alias, max_streams=args.max_streams,
                              compute_threads=args.compute_threads, torch_threads=1, poll_s=30.0)
     url = run(settings, port, num_cpus=os.cpu_count())
-    return url, {"registered_model": name, "version": version, "settings": {
-        k: v for k, v in settings.__dict__.items() if k != "tracking_uri"}}
+    return url, {"registered_model": name, "version": served.version, "alias": alias, "kind": served.kind,
+                 "settings": {k: v for k, v in settings.__dict__.items() if k != "tracking_uri"}}
 
 
 def peer_setting(policy: str, chunk_ms: int = 300,
@@ -286,11 +302,11 @@ def peer_setting(policy: str, chunk_ms: int = 300,
     return chunk_ms / 1000, False
 
 
-def start_wlk(policy: str, port: int, log: Path) -> tuple[str, subprocess.Popen]:
+def start_wlk(policy: str, port: int, log: Path, budget_ms: int = 300) -> tuple[str, subprocess.Popen]:
     from training.evaluation.peers import _ct2_dir, _decoder_checkpoint
 
     exe = Path(sys.executable).parent / "whisperlivekit-server"
-    min_chunk_s, vac = peer_setting(policy)
+    min_chunk_s, vac = peer_setting(policy, budget_ms)
     cmd = [str(exe), "--host", "127.0.0.1", "--port", str(port), "--backend", "faster-whisper",
            "--backend-policy", policy, "--lan", "en", "--pcm-input", "--min-chunk-size", str(min_chunk_s),
            "--warmup-file", "", *([] if vac else ["--no-vac"])]
@@ -393,37 +409,39 @@ def soak_table(s: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--adapter", required=True, help="the tuned tiny.en 300 ms adapter")
-    parser.add_argument("--out", default="outputs/bench-evaluation", help="where benchmarks/evaluation.py built data")
+    parser.add_argument("--model", help="a registered recognizer, models:/NAME@ALIAS or models:/NAME/VERSION")
+    parser.add_argument("--tracking-uri", help="the registry of --model")
+    parser.add_argument("--adapter", help="or: a tuned adapter, registered into a local registry and served")
+    parser.add_argument("--out", default="outputs/bench-evaluation", help="where benchmarks/evaluation.py built data "
+                        "(its state.json names the real-speech dataset version)")
     parser.add_argument("--levels", default="1,2,4,8,12,16")
     parser.add_argument("--every", type=int, default=2, help="every k-th test utterance is streamed")
     parser.add_argument("--max-streams", type=int, default=32)
     parser.add_argument("--compute-threads", type=int, default=2)
     parser.add_argument("--peers", action="store_true", help="also whisperlivekit-server (LocalAgreement, Simul)")
     parser.add_argument("--peer-levels", default="1,2,4")
+    parser.add_argument("--peer-budget-ms", type=int, default=1000, help="the latency budget whose dev-chosen peer "
+                        "configuration (choices.json) each whisperlivekit-server runs")
     parser.add_argument("--soak-min", type=float, default=0.0)
     parser.add_argument("--soak-streams", type=int, default=4)
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
 
-    from benchmarks.common import realspeech_path
-    from benchmarks.evaluation import build_datasets
-    from tasks.runtime import prefect_api
     from training.evaluation.sets import describe, load_split
 
     started = time.perf_counter()
     out = Path(args.out).resolve()
-    os.environ.setdefault("PREFECT_HOME", str(out / ".prefect"))
-    roots = [realspeech_path(None), realspeech_path(None).parent / "realspeech-more"]
-    with prefect_api():
-        _, real = build_datasets(out, 240, [r for r in roots if r.is_dir()])
-    test = load_split(real, ["test"])
+    if bool(args.model) == bool(args.adapter):
+        raise SystemExit("give --model models:/NAME@ALIAS (with --tracking-uri) or --adapter DIR")
+    # the evaluation's real-speech dataset version (benchmarks/evaluation.py data): its held-out test split
+    real = json.loads((out / "state.json").read_text())["datasets"]["real"]
+    test = load_split([real], ["test"])
     levels = [int(x) for x in args.levels.split(",")]
     test = test[:: args.every]
-    result: dict = {"test_set": describe(real, ["test"], test), "machine_cpus": os.cpu_count(), "frame_ms": FRAME_MS,
+    result: dict = {"test_set": describe([real], ["test"], test), "machine_cpus": os.cpu_count(), "frame_ms": FRAME_MS,
                     "utterances_per_stream": len(test), "seconds_per_stream": round(sum(len(u.audio) for u in test) / 16000, 1),
                     "criteria": {"added_final_p95_ms": ADDED_P95_MS, "tail_ms": TAIL_MS}}
-    url, served = start_ours(args.adapter, out, args.port, args)
+    url, served = start_ours(out, args.port, args)
     result["served"] = served
     from ray import serve
 
@@ -434,14 +452,17 @@ def main() -> None:
         result["command"] = " ".join(["python", *sys.argv])
         write_results("serve_soak", result, soak_table(result["soak"]))
         return
-    systems = [sweep("whisperline (Ray Serve) tuned 300 ms", stream_ours, url, test, levels)]
+    label = f"whisperline (Ray Serve) {served['kind']} {served['registered_model']} v{served['version']}"
+    systems = [sweep(label, stream_ours, url, test, levels)]
     serve.shutdown()
     if args.peers:
         for policy in ("localagreement", "simulstreaming"):
             port = args.port + 1
-            wlk_url, proc = start_wlk(policy, port, out / f"wlk-{policy}.log")
+            wlk_url, proc = start_wlk(policy, port, out / f"wlk-{policy}.log", args.peer_budget_ms)
             try:
-                systems.append(sweep(f"whisperlivekit-server {policy} 0.3 s", stream_wlk, wlk_url, test,
+                chunk_s, vac = peer_setting(policy, args.peer_budget_ms)
+                systems.append(sweep(f"whisperlivekit-server {policy} {chunk_s:g} s" + (" + VAC" if vac else ""),
+                                     stream_wlk, wlk_url, test,
                                      [int(x) for x in args.peer_levels.split(",")]))
             finally:
                 proc.terminate()

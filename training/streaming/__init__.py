@@ -1,2 +1,2 @@
 """Streaming recognition: the causal encoder (block mask, caches), streaming decoders, the engine and
-the baselines (offline, LocalAgreement-2, AlignAtt), all behind `events.StreamingRecognizer`."""
+the offline baseline, all behind `events.StreamingRecognizer`."""
