@@ -355,6 +355,12 @@ def _run_pipeline(config: Path, realspeech: str | None, output_root: Path | None
         for r in test["systems"]:
             typer.echo(f"  {r['name']:<52} WER {100 * r['wer']:6.2f} %  word latency {r['word_latency_ms_median']} ms"
                        f"  RTF {r['rtf']}  [{r['source']}]{'' if r['within_wer_cap'] else '  (over the WER cap)'}")
+    if promoted := (result.get("promote_recognizers") or {}).get("aliases"):
+        typer.echo("registered recognizers, chosen on dev (the gate's aliases):")
+        for alias, a in promoted.items():
+            typer.echo(f"  {alias:<16} {a['registered_model']} v{a['version']} ({a['kind']}): {a['reason']}")
+        typer.echo(f"serve it: make serve-model  (whisperline serve-model --model {promoted['champion']['registered_model']}"
+                   " --alias champion), then whisperline stream-file AUDIO")
     typer.echo(f"MLflow UI:  .venv/bin/mlflow ui --backend-store-uri {uri} --host 127.0.0.1")
     typer.echo(f"Prefect UI: PREFECT_HOME={os.environ.get('PREFECT_HOME', '~/.prefect')} .venv/bin/prefect server start "
                f"--host 127.0.0.1")
@@ -427,6 +433,34 @@ def serve_model(
         pass
     finally:
         serve.shutdown()
+
+
+@app.command("stream-file")
+def stream_file_cmd(
+    path: Annotated[str, typer.Argument(help="an audio file (any rate, any length)")],
+    url: Annotated[str, typer.Option(help="the serve-model server")] = "http://127.0.0.1:8000",
+    realtime: Annotated[bool, typer.Option(help="send at the audio's own pace, as a microphone")] = True,
+    frame_ms: Annotated[int, typer.Option(help="frame size sent")] = 100,
+    reference: Annotated[Optional[str], typer.Option(help="a reference transcript (text or a .txt file): WER")] = None,
+) -> None:
+    """Stream a file to a running serve-model over its WebSocket; print the final transcript, the version that
+    served it and the final-word latencies the server reported."""
+    import statistics
+
+    from training.serving.client import stream_file
+
+    result = stream_file(url, path, frame_ms=frame_ms, realtime=realtime)
+    out = {"version": result.ready.get("model"), "text": result.text, "audio_ms": result.summary.get("audio_ms")}
+    lat = result.final_latencies_ms()
+    if lat:
+        out["final_latency_ms"] = {"median": round(statistics.median(lat), 1),
+                                   "p90": round(sorted(lat)[int(0.9 * (len(lat) - 1))], 1), "words": len(lat)}
+    if reference:
+        from training.metrics import wer
+
+        ref = Path(reference).read_text() if Path(reference).is_file() else reference
+        out["wer"] = round(wer([ref], [result.text]), 4)
+    typer.echo(json.dumps(out, indent=2, default=str))
 
 
 @app.command("run")

@@ -107,3 +107,33 @@ def test_the_causal_engine_streams_past_30_s(realspeech):
     record = run_stream(recognizer, audio, 1000)
     late = [e for e in record.final_words() if e.emission_ms > 30_000]
     assert recognizer.segments >= 2 and len(late) >= 10
+
+
+def test_a_live_piece_of_many_chunks_is_split_at_the_segment_limit():
+    """A live feed behind real time brings several chunks at once: the piece that would carry a segment past
+    max_segment_ms is split there, so the inner recognizer never sees more than its context."""
+    inner = ContextBound()
+    seg = Segmented(inner)
+    audio = 0.1 * np.random.default_rng(1).standard_normal(70 * SAMPLE_RATE).astype(np.float32)
+    seg.reset()
+    hyp = seg.feed(audio[: 20 * SAMPLE_RATE])
+    hyp = seg.feed(audio[20 * SAMPLE_RATE :])  # 50 s at once: would overflow a 29.5 s context unsplit
+    assert max(inner.costs) <= MAX_SEGMENT_MS * SAMPLE_RATE // 1000
+    assert seg.segments == 2 and len(seg.finish().words) >= len(hyp.words)
+
+
+def test_naive_verifier_padding_stays_inside_the_context():
+    """Near the end of a segment the verifier's 5 s of zeros would pass 30 s: the padding is shortened instead."""
+    import whisper
+
+    from training.hush_word.transcribe import condition_mel
+
+    class Dims:
+        n_mels = 80
+
+    class Model:
+        dims = Dims()
+
+    mel = condition_mel(Model(), np.zeros(27 * SAMPLE_RATE, dtype=np.float32), "zeros_5s")
+    assert mel.shape[-1] <= whisper.audio.N_FRAMES
+    assert condition_mel(Model(), np.zeros(10 * SAMPLE_RATE, dtype=np.float32), "zeros_5s").shape[-1] == 1500

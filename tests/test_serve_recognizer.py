@@ -8,8 +8,6 @@ The version holds a zero-initialised adapter (the original weights, no training 
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -79,23 +77,6 @@ def _pcm(audio: np.ndarray) -> np.ndarray:
     return np.clip(np.round(audio * 32767), -32768, 32767).astype("<i2")
 
 
-def _stream(url: str, pcm: np.ndarray, realtime: bool) -> tuple[dict, list[dict]]:
-    from websockets.sync.client import connect
-
-    events: list[dict] = []
-    with connect(url.replace("http://", "ws://") + "/ws", open_timeout=30, close_timeout=10, max_size=2**22) as ws:
-        ready = json.loads(ws.recv(timeout=120))
-        step, start = 100 * 16, time.monotonic()
-        for i in range(0, len(pcm), step):
-            if realtime:
-                time.sleep(max(0.0, start + i / 16000 - time.monotonic()))
-            ws.send(pcm[i : i + step].tobytes())
-        ws.send(json.dumps({"type": "end"}))
-        for message in ws:
-            events.append(json.loads(message))
-    return ready, events
-
-
 def _evaluated(registry, utterances, tmp_path) -> list[str]:
     """What `whisperline evaluate --model models:/NAME@champion` scores: the spec read back from the registry,
     built by the one builder, every utterance streamed (PCM16-rounded audio, as the socket carries it)."""
@@ -111,6 +92,7 @@ def _evaluated(registry, utterances, tmp_path) -> list[str]:
 
 def test_served_two_pass_champion_gives_the_evaluated_transcript(server, registry, speech, tmp_path):
     from training.evaluation.sets import Utterance
+    from training.serving.client import stream_samples
 
     short, long = speech["short"], speech["long"]
     pcm_short, pcm_long = _pcm(short.audio), _pcm(long.audio)
@@ -119,13 +101,11 @@ def test_served_two_pass_champion_gives_the_evaluated_transcript(server, registr
     expected = _evaluated(registry, as_sent, tmp_path)
     assert expected[0] and len(expected[1].split()) > 60  # 40 s of read speech: many words, past one segment
 
-    ready, events = _stream(server, pcm_short, realtime=True)
-    assert ready["model"]["version"] == registry["version"] and ready["model"]["kind"] == "two-pass"
-    assert events[-1]["type"] == "summary" and events[-1]["text"] == expected[0]
-    finals = [w for e in events if e["type"] == "final" for w in e["words"]]
-    assert " ".join(finals) == expected[0]
+    live = stream_samples(server, pcm_short, realtime=True)  # the client `whisperline stream-file` uses
+    assert live.ready["model"]["version"] == registry["version"] and live.ready["model"]["kind"] == "two-pass"
+    assert live.text == expected[0]
+    finals = [w for e in live.events if e["type"] == "final" for w in e["words"]]
+    assert " ".join(finals) == expected[0] and live.final_latencies_ms()
 
-    _, events = _stream(server, pcm_long, realtime=False)
-    summary = events[-1]
-    assert summary["type"] == "summary" and summary["text"] == expected[1]
-    assert summary["audio_ms"] >= 40_000
+    long_stream = stream_samples(server, pcm_long, realtime=False)
+    assert long_stream.text == expected[1] and long_stream.summary["audio_ms"] >= 40_000

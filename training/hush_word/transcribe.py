@@ -37,7 +37,9 @@ def condition_mel(model, audio: np.ndarray, condition: str, hush: np.ndarray | N
         return hushed_mel(speech, torch.from_numpy(hush), n_mels)
     if condition in NAIVE:
         kind, seconds = NAIVE[condition]
-        n = seconds * SAMPLE_RATE
+        # the padding never takes the audio past Whisper's 30 s context: near the end of a long segment it is
+        # shortened (the encoder could not attend to more anyway)
+        n = max(0, min(seconds * SAMPLE_RATE, whisper.audio.N_SAMPLES - len(speech)))
         tail = (torch.zeros(n) if kind == "zeros" else
                 torch.from_numpy(np.random.default_rng(len(audio)).normal(0, NOISE_RMS, n).astype(np.float32)))
         return hushed_mel(speech, None, n_mels, tail=tail)

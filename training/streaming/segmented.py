@@ -69,6 +69,12 @@ class Segmented:
         self._fed = 0
 
     def feed(self, samples: np.ndarray) -> Hypothesis:
+        # a piece that would carry the segment past max_segment_ms (a live feed behind real time brings several
+        # chunks at once) is split there: no segment ever exceeds the inner recognizer's context
+        room = self.max_segment_samples - self._fed
+        if len(samples) > room > 0:
+            self.feed(samples[:room])
+            return self.feed(samples[room:])
         hyp = self.inner.feed(samples)
         self._fed += len(samples)
         if self._fed >= self.max_segment_samples or (

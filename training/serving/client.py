@@ -1,0 +1,73 @@
+"""A WebSocket client of the live recognizer (``training.serving.app``): stream an audio file as a microphone would.
+
+The file is read (any rate: resampled to 16 kHz mono), sent as PCM16 frames of ``frame_ms`` at their audio time
+(``realtime``) or as fast as the socket takes them, then ``end``; the events are collected until the server's
+``summary``. ``whisperline stream-file`` prints the final transcript and the word latencies it saw.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+SAMPLE_RATE = 16_000
+
+
+@dataclass
+class StreamResult:
+    ready: dict[str, Any]
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        last = self.events[-1] if self.events else {}
+        if last.get("type") != "summary":
+            raise RuntimeError(f"the stream ended without a summary (last event: {last})")
+        return last
+
+    @property
+    def text(self) -> str:
+        return self.summary["text"]
+
+    def final_latencies_ms(self) -> list[float]:
+        """Per final word: when it was committed − when its audio ended (the server's clock for both)."""
+        return [e["emitted_at_ms"] - e["end_ms"] for e in self.events if e.get("type") == "final"
+                and "emitted_at_ms" in e and "end_ms" in e]
+
+
+def stream_samples(url: str, samples: np.ndarray, *, frame_ms: int = 100, realtime: bool = True,
+                   timeout_s: float = 120.0) -> StreamResult:
+    """``samples``: mono 16 kHz, float in [-1, 1] or int16 PCM (sent as is). ``url``: the server's base URL."""
+    from websockets.sync.client import connect
+
+    if samples.dtype == np.int16:
+        pcm = samples.astype("<i2")
+    else:
+        pcm = np.clip(np.round(np.asarray(samples, dtype=np.float32) * 32767), -32768, 32767).astype("<i2")
+    ws_url = url.replace("http://", "ws://").replace("https://", "wss://").rstrip("/") + "/ws"
+    with connect(ws_url, open_timeout=30, close_timeout=10, max_size=2**24) as ws:
+        result = StreamResult(json.loads(ws.recv(timeout=timeout_s)))
+        if result.ready.get("type") != "ready":
+            raise RuntimeError(f"the server did not accept the stream: {result.ready}")
+        step, start = frame_ms * SAMPLE_RATE // 1000, time.monotonic()
+        for i in range(0, len(pcm), step):
+            if realtime:
+                time.sleep(max(0.0, start + i / SAMPLE_RATE - time.monotonic()))
+            ws.send(pcm[i : i + step].tobytes())
+        ws.send(json.dumps({"type": "end"}))
+        for message in ws:
+            result.events.append(json.loads(message))
+    return result
+
+
+def stream_file(url: str, path: str, **kw) -> StreamResult:
+    from data.audio import load_audio
+
+    return stream_samples(url, load_audio(path, max_duration_s=4 * 3600).samples, **kw)
+
+
+__all__ = ["StreamResult", "stream_file", "stream_samples"]
