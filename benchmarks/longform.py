@@ -49,22 +49,57 @@ def streams(state: dict, min_total_s: float, max_stream_s: float) -> tuple[list,
     return recordings + chosen, source
 
 
+def two_pass_spec(args, self_agreement: bool):
+    """The two-pass row: the hush word where one is given, else a naive padding mid-stream and Whisper's own 30 s
+    padding for each segment's last pass (fixed before any long-form number was seen)."""
+    from training.evaluation.systems import SystemSpec
+
+    verifier = args.verifier or "hush"
+    final = args.final_verifier or (None if verifier == "hush" else "pad30")
+    agree = ", self-agreement" if self_agreement else ""
+    return SystemSpec(f"two-pass 300 ms ({verifier}" + (f", final {final}" if final else "") + f"{agree})",
+                      "two-pass", 300, adapter_dir=args.adapter, hush_dir=args.hush_dir, verifier=verifier,
+                      every_ms=300, final_verifier=final, self_agreement=self_agreement or None)
+
+
+def select_two_pass(args, state: dict, max_latency_ms: float = 1000.0) -> dict:
+    """Which two-pass variant the long-form run scores, chosen on the real `dev` split (never on long-form or test):
+    finals on causal agreement only, or also on two consecutive verifier passes. Rule, fixed before running: the
+    lowest dev WER among variants whose median final-word latency is ≤ ``max_latency_ms``, else the lowest latency."""
+    from flows.evaluate import run_evaluate
+    from training.evaluation.report import write_report
+    from training.evaluation.systems import SystemSpec
+
+    evidence = RESULTS / "selection" / "dev_two_pass.json"
+    if evidence.exists() and not args.reselect:  # the committed dev evidence, read back (the rule applied again)
+        result = json.loads(evidence.read_text())
+    else:
+        variants = [two_pass_spec(args, agree) for agree in (False, True)]
+        specs = [SystemSpec("faster-whisper offline", "faster-whisper"), *variants]
+        result = run_evaluate(specs, [state["datasets"]["real"]], [], ["train"], split="dev",
+                              out_dir=str(Path(args.state).parent / "select-two-pass"))
+        write_report(result, RESULTS / "selection", "dev_two_pass")
+    rows = [r for r in result["systems"] if r["kind"] == "two-pass"]
+    fast = [r for r in rows if r["word_latency_ms_median"] <= max_latency_ms]
+    chosen = min(fast, key=lambda r: r["wer"]) if fast else min(rows, key=lambda r: r["word_latency_ms_median"])
+    return {"name": chosen["name"], "self_agreement": bool(chosen["spec"].get("self_agreement")),
+            "rule": f"lowest dev WER with median final-word latency ≤ {max_latency_ms:g} ms, else the lowest latency",
+            "dev": {r["name"]: {k: r[k] for k in ("wer", "word_latency_ms_median", "word_latency_ms_p90", "rtf")}
+                    for r in rows}, "evidence": "benchmarks/results/selection/dev_two_pass.json"}
+
+
 def specs(args, choices: dict) -> list:
     from training.evaluation.systems import SystemSpec
 
     out = [SystemSpec("faster-whisper offline (long-form)", "faster-whisper")]
-    if args.adapter:
+    if args.no_causal:
+        pass
+    elif args.adapter:
         out.append(SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=args.adapter))
     else:
         out.append(SystemSpec("causal 300 ms (original weights)", "causal", 300))
     if args.hush_dir or args.verifier:
-        # the verifier's padding: the hush word where one is given, else a naive padding mid-stream and Whisper's
-        # own 30 s padding for each segment's last pass (fixed before any long-form number was seen)
-        verifier = args.verifier or "hush"
-        final = args.final_verifier or (None if verifier == "hush" else "pad30")
-        out.append(SystemSpec(f"two-pass 300 ms ({verifier}" + (f", final {final})" if final else ")"), "two-pass",
-                              300, adapter_dir=args.adapter, hush_dir=args.hush_dir, verifier=verifier,
-                              every_ms=300, final_verifier=final))
+        out.append(two_pass_spec(args, bool(args.self_agreement)))
     for uri in args.model or []:  # a registered recognizer, as registered (what serve-model serves)
         from recognizer.registry import load_spec
 
@@ -84,20 +119,36 @@ def hour_check(minutes: int, spec) -> dict:
     from training.evaluation.longform import join
     from training.evaluation.sets import load_realspeech
     from training.evaluation.systems import build
-    from training.streaming.evaluate import evaluate_records
-    from training.streaming.events import run_stream
+    from training.metrics import wer
+    from training.streaming.events import chunks
 
     utts = load_realspeech(REPO.parent / "shared" / "data" / "realspeech", ("ljspeech", "cmu_arctic"))
     seconds = sum(len(u.audio) for u in utts) / 16_000
     stream = join(utts * int(np.ceil(minutes * 60 / seconds)), f"hour-{minutes}min")
     recognizer, _ = build(spec)
+    # a lean loop, not run_stream: a StreamRecord keeps every step's whole hypothesis (what RWER/ARWER score), which
+    # for an hour of speech is steps × words of memory; here only each step's compute and the final words are kept
+    minute = 60 * 16_000
+    first, last, words = [], [], None
+    recognizer.reset()
     started = time.perf_counter()
-    record = run_stream(recognizer, stream.audio, spec.chunk_ms, live=True)
-    m = evaluate_records([record], [stream])
+    fed = 0
+    for piece in chunks(stream.audio, spec.chunk_ms, getattr(recognizer, "lookahead_ms", 0.0)):
+        t0 = time.perf_counter()
+        recognizer.feed(piece)
+        ms = (time.perf_counter() - t0) * 1000
+        fed += len(piece)
+        if fed <= minute:
+            first.append(ms)
+        elif fed > len(stream.audio) - minute:
+            last.append(ms)
+    words = recognizer.finish().words
+    wall = time.perf_counter() - started
+    p90 = (lambda xs: round(float(np.percentile(xs, 90)), 2) if xs else None)
     return {"system": spec.name, "minutes": round(len(stream.audio) / 16_000 / 60, 1), "segments": recognizer.segments,
-            "wall_s": round(time.perf_counter() - started, 1), "wer": m["wer"], "rtf": m["rtf"],
-            "step_ms_p90_first_minute": m["step_ms_p90_first_minute"],
-            "step_ms_p90_last_minute": m["step_ms_p90_last_minute"], "exception": None}
+            "wall_s": round(wall, 1), "wer": round(wer([stream.reference], [" ".join(words)]), 4),
+            "rtf": round(wall / (len(stream.audio) / 16_000), 4), "feeding": "fixed",
+            "step_ms_p90_first_minute": p90(first), "step_ms_p90_last_minute": p90(last), "exception": None}
 
 
 def main() -> None:
@@ -109,18 +160,42 @@ def main() -> None:
     parser.add_argument("--max-stream-s", type=float, default=360.0)
     parser.add_argument("--verifier", help="two-pass without a hush word: the mid-stream padding (zeros_5s, pad30)")
     parser.add_argument("--final-verifier", help="two-pass: the padding of each segment's last pass")
+    parser.add_argument("--self-agreement", action="store_true", help="two-pass: also finalise on two verifier passes")
+    parser.add_argument("--no-causal", action="store_true", help="no causal-only row (a two-pass variant alone)")
+    parser.add_argument("--two-pass-from-dev", action="store_true",
+                        help="the two-pass variant chosen on the real dev split (select_two_pass; its committed "
+                             "evidence when there is some)")
+    parser.add_argument("--reselect", action="store_true", help="with --two-pass-from-dev: score dev again")
     parser.add_argument("--model", action="append", help="a registered recognizer, models:/NAME@ALIAS (repeat)")
     parser.add_argument("--tracking-uri", default=None, help="the registry of --model")
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--hour-check", type=int, default=0, metavar="MINUTES")
     parser.add_argument("--hour-check-systems", default="causal", choices=("causal", "two-pass", "all"))
+    parser.add_argument("--hour-check-only", action="store_true", help="only the hour checks, added to --out's "
+                        "longform.json (its systems' specs)")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
 
     from training.evaluation.report import evaluate_systems, write_report
 
+    if args.hour_check_only:  # the 60-min checks alone, into longform.json beside the evaluation already there
+        from training.evaluation.systems import SystemSpec
+
+        path = Path(args.out) / "longform.json"
+        result = json.loads(path.read_text())
+        ours = [SystemSpec(**r["spec"]) for r in result["systems"] if r["kind"] in ("causal", "two-pass")]
+        result["hour_check"] = [hour_check(args.hour_check, sp) for sp in ours
+                                if args.hour_check_systems == "all" or sp.kind == args.hour_check_systems]
+        path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+        print(json.dumps(result["hour_check"], indent=1))
+        return
     state = json.loads(Path(args.state).read_text())
     choices = json.loads((RESULTS / "selection" / "choices.json").read_text())
+    chosen = None
+    if args.two_pass_from_dev:
+        chosen = select_two_pass(args, state)
+        args.self_agreement = chosen["self_agreement"]
+        print("two-pass chosen on dev:", json.dumps(chosen), flush=True)
     units, source = streams(state, args.min_total_s, args.max_stream_s)
     seconds = round(sum(len(s.audio) for s in units) / 16_000, 1)
     print(f"{len(units)} streams, {seconds} s", flush=True)
@@ -130,6 +205,8 @@ def main() -> None:
                                                             round(len(s.audio) / 16_000, 1)} for s in units}}
     systems = specs(args, choices)
     result = evaluate_systems(systems, units, test_set=test_set)
+    if chosen:
+        result["two_pass_selection"] = chosen
     result["recordings"] = len(units)
     result["seconds"] = seconds
     if args.hour_check:

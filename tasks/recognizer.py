@@ -14,16 +14,19 @@ from training.evaluation.systems import SystemSpec
 def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], sweep: dict | None,
                           hush_dir: str | None) -> list[SystemSpec]:
     """Every recognizer the profile's stages made: causal greedy (and beam, ``candidate_beam``) per tuned adapter,
-    two-pass per adapter when a hush word was trained, the dev-selected EMMA trial at its chunk size."""
+    two-pass per adapter when a hush word was trained (finals on causal agreement, and also on verifier
+    self-agreement), the dev-selected EMMA trial at its chunk size."""
     specs: list[SystemSpec] = []
     for chunk, adapter in sorted(adapters.items()):
         specs.append(SystemSpec(f"recognizer causal {chunk} ms", "causal", chunk, config.model, adapter_dir=adapter))
         if config.candidate_beam and config.candidate_beam > 1:
             specs.append(SystemSpec(f"recognizer causal beam {config.candidate_beam} {chunk} ms", "causal", chunk,
                                     config.model, adapter_dir=adapter, beam_size=config.candidate_beam))
-        if hush_dir:
-            specs.append(SystemSpec(f"recognizer two-pass {chunk} ms", "two-pass", chunk, config.model,
-                                    adapter_dir=adapter, verifier="hush", hush_dir=hush_dir))
+        if hush_dir:  # finals on causal agreement, or also on two verifier passes (lower latency): dev decides
+            for agree in (False, True):
+                specs.append(SystemSpec(f"recognizer two-pass{' self-agreement' if agree else ''} {chunk} ms",
+                                        "two-pass", chunk, config.model, adapter_dir=adapter, verifier="hush",
+                                        hush_dir=hush_dir, self_agreement=agree or None))
     trial = (sweep or {}).get("promotion", {}).get("trial") or {}
     if trial.get("run_id") and config.sweep_chunk_ms in adapters:
         from training.tracking import client

@@ -13,6 +13,20 @@ REPO = Path(__file__).resolve().parent.parent
 from s3_server import s3_bucket, s3_server  # noqa: E402,F401  (fixtures)
 
 
+def original_weights_adapter(directory: Path, chunk_ms: int) -> Path:
+    """A zero-initialised LoRA adapter on the real tiny.en weights (B = 0: exactly the original model) saved as a
+    registrable adapter: the original model as a registry version, with no training in the test."""
+    from configs.finetune import LoraSettings
+    from training.lora import apply_lora, save_adapter
+    from training.weights import checkpoint_sha256, load_model
+
+    model = load_model("tiny.en")
+    apply_lora(model, LoraSettings(r=4), seed=0)
+    return save_adapter(model, LoraSettings(r=4), directory, {
+        "base_model": "tiny.en", "base_sha256": checkpoint_sha256("tiny.en"), "chunk_ms": chunk_ms,
+        "tau0_ms": chunk_ms})
+
+
 def record_drill(drill: str, **values) -> None:
     """A reliability drill's measurements, appended (JSON lines) to ``$WHISPERLINE_DRILL_REPORT`` when it is set:
     benchmarks/pipeline_smoke.py collects them into its result file."""

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
+from conftest import original_weights_adapter
 from recognizer.artifact import NotARecognizer, from_portable, portable
 from training.evaluation.systems import SystemSpec
 
@@ -20,16 +21,7 @@ CHUNK_MS = 1000
 
 @pytest.fixture(scope="module")
 def adapter(tmp_path_factory) -> Path:
-    from configs.finetune import LoraSettings
-    from training.lora import apply_lora, save_adapter
-    from training.weights import checkpoint_sha256, load_model
-
-    root = tmp_path_factory.mktemp("adapter")
-    model = load_model("tiny.en")
-    apply_lora(model, LoraSettings(r=4), seed=0)  # B = 0: the original weights, as a registrable adapter
-    return save_adapter(model, LoraSettings(r=4), root / "adapter", {
-        "base_model": "tiny.en", "base_sha256": checkpoint_sha256("tiny.en"), "chunk_ms": CHUNK_MS,
-        "tau0_ms": CHUNK_MS})
+    return original_weights_adapter(tmp_path_factory.mktemp("adapter") / "adapter", CHUNK_MS)
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from conftest import free_port
+from conftest import free_port, original_weights_adapter
 
 pytestmark = pytest.mark.slow
 NAME = "whisperline-causal-tiny.en-1000ms"
@@ -31,19 +31,12 @@ CHUNK_MS = 1000
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    from configs.finetune import LoraSettings
     from training.causal.run import register_adapter
-    from training.lora import apply_lora, save_adapter
     from training.tracking import client
-    from training.weights import checkpoint_sha256, load_model
 
     root = tmp_path_factory.mktemp("registry")
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    model = load_model("tiny.en")
-    apply_lora(model, LoraSettings(r=4), seed=0)  # B = 0: exactly the original weights
-    adapter = save_adapter(model, LoraSettings(r=4), root / "adapter", {
-        "base_model": "tiny.en", "base_sha256": checkpoint_sha256("tiny.en"), "chunk_ms": CHUNK_MS,
-        "tau0_ms": CHUNK_MS})
+    adapter = original_weights_adapter(root / "adapter", CHUNK_MS)
     (name, v1), (_, v2) = (register_adapter(uri, adapter, "serve-test", {"dataset_versions": f"test-{tag}"})
                            for tag in "ab")
     assert name == NAME

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import free_port
+from conftest import free_port, original_weights_adapter
 
 pytestmark = pytest.mark.slow
 CHUNK_MS = 1000
@@ -21,20 +21,13 @@ CHUNK_MS = 1000
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    from configs.finetune import LoraSettings
     from recognizer.registry import register_recognizer
     from training.evaluation.systems import SystemSpec
-    from training.lora import apply_lora, save_adapter
     from training.tracking import client
-    from training.weights import checkpoint_sha256, load_model
 
     root = tmp_path_factory.mktemp("recognizer-registry")
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    model = load_model("tiny.en")
-    apply_lora(model, LoraSettings(r=4), seed=0)
-    adapter = save_adapter(model, LoraSettings(r=4), root / "adapter", {
-        "base_model": "tiny.en", "base_sha256": checkpoint_sha256("tiny.en"), "chunk_ms": CHUNK_MS,
-        "tau0_ms": CHUNK_MS})
+    adapter = original_weights_adapter(root / "adapter", CHUNK_MS)
     reg = register_recognizer(uri, SystemSpec("two-pass", "two-pass", CHUNK_MS, "tiny.en", adapter_dir=str(adapter),
                                               verifier="pad30"))
     client(uri).set_registered_model_alias(reg["registered_model"], "champion", reg["version"])

@@ -34,6 +34,9 @@ class SystemSpec:
     hush_dir: str | None = None
     every_ms: int | None = None
     final_verifier: str | None = None  # the end-of-stream pass's padding (None: `verifier`)
+    # two-pass: also finalise words two consecutive verifier passes agree on (LocalAgreement-2 on the verifier),
+    # so finals do not wait for the causal partials to agree (None/False: off)
+    self_agreement: bool | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
     def as_dict(self) -> dict[str, Any]:
@@ -138,7 +141,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
         causal, _ = _build(SystemSpec(spec.name, "causal", spec.chunk_ms, spec.model, spec.adapter_dir), models)
         verifier = Verifier(models.get(spec.model, None), hush, spec.verifier or "hush",
                             final_condition=spec.final_verifier)
-        return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300), "ours"
+        return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300,
+                                self_agreement=bool(spec.self_agreement)), "ours"
     if spec.kind == "causal":
         from configs.finetune import default_tau0_ms
         from training.streaming.engine import CausalStreamingEngine

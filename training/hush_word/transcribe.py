@@ -42,7 +42,7 @@ def condition_mel(model, audio: np.ndarray, condition: str, hush: np.ndarray | N
         n = max(0, min(seconds * SAMPLE_RATE, whisper.audio.N_SAMPLES - len(speech)))
         tail = (torch.zeros(n) if kind == "zeros" else
                 torch.from_numpy(np.random.default_rng(len(audio)).normal(0, NOISE_RMS, n).astype(np.float32)))
-        return hushed_mel(speech, None, n_mels, tail=tail)
+        return hushed_mel(speech, None, n_mels, tail=tail)[..., : whisper.audio.N_FRAMES]  # STFT's +1 frame too
     raise ValueError(f"unknown condition {condition!r}; known: {CONDITIONS}")
 
 
