@@ -1,6 +1,7 @@
 """The whole DAG as one Prefect flow: build_dataset → train_hush_word → finetune_causal → sweep_emma → evaluate →
-promote (every recognizer the stages made registered, scored on `dev`, the gate's champion scored on `test`). Every stage is a subflow that also runs alone (its own CLI command and deployment); parameters come
-from one typed profile (``configs/pipeline.py``), checked before any work starts.
+promote (every recognizer the stages made registered, scored on `dev`, the gate's champion scored on `test`).
+Every stage is a subflow that also runs alone (its own CLI command and deployment); parameters come from one typed
+profile (``configs/pipeline.py``), checked before any work starts.
 
 Re-running skips what is done: dataset versions are content-addressed (an existing version is returned as is),
 training runs are cached on their run keys (config hash + dataset versions), a finished sweep with the same key

@@ -20,6 +20,7 @@ from training.evaluation.systems import SystemSpec
 # spec fields that name a folder, and the artifact each becomes
 ARTIFACT_FIELDS = {"adapter_dir": "adapter", "emma_dir": "emma_policy", "hush_dir": "hush_word"}
 KINDS = ("causal", "two-pass")  # what can be registered: our streaming systems (the peers are not ours to ship)
+RECOGNIZER_KINDS = ("causal", "causal-beam", "emma", "two-pass")  # what `recognizer_kind` names a version
 SPEC_FILE = "recognizer_spec.json"
 REGISTERED_PREFIX = "whisperline-recognizer"
 
@@ -84,5 +85,5 @@ def with_chunk(spec: SystemSpec, chunk_ms: int | None) -> SystemSpec:
     return spec if chunk_ms in (None, spec.chunk_ms) else replace(spec, chunk_ms=int(chunk_ms))
 
 
-__all__ = ["ARTIFACT_FIELDS", "KINDS", "NotARecognizer", "SPEC_FILE", "from_portable", "portable",
+__all__ = ["ARTIFACT_FIELDS", "KINDS", "RECOGNIZER_KINDS", "NotARecognizer", "SPEC_FILE", "from_portable", "portable",
            "recognizer_kind", "registered_name", "spec_json", "with_chunk"]

@@ -26,9 +26,9 @@ class RecognizerModel(PythonModel):
         self.models = _Models()
         build(self.spec, self.models)  # loads (and checks) every weight now, not on the first stream
         self.meta = {"chunk_ms": int(self.spec.chunk_ms or 300), "kind": self.spec.kind}
+        self.chunk_choices = self._chunk_choices()
 
-    @property
-    def chunk_choices(self) -> tuple[int, ...]:
+    def _chunk_choices(self) -> tuple[int, ...]:
         """The chunk sizes the recognizer's adapter was trained for (a random-chunk adapter: several)."""
         if self.spec.adapter_dir:
             from training.lora import read_adapter_meta

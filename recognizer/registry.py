@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from recognizer.artifact import (NotARecognizer, from_portable, portable, recognizer_kind, registered_name,
+from recognizer.artifact import (RECOGNIZER_KINDS, SPEC_FILE, NotARecognizer, from_portable, portable, recognizer_kind, registered_name,
                                  spec_json)
 from training.evaluation.systems import SystemSpec
 
@@ -87,7 +87,7 @@ def register_recognizer(tracking_uri: str, spec: SystemSpec, *, name: str | None
         # (what `mlflow artifacts download` shows a person)
         spec_dir = Path(tmp) / "spec"
         spec_dir.mkdir()
-        (spec_dir / "recognizer_spec.json").write_text(json.dumps(values, indent=1, sort_keys=True))
+        (spec_dir / SPEC_FILE).write_text(json.dumps(values, indent=1, sort_keys=True))
         _, version = log_pyfunc_model(
             tracking_uri, run.info.run_id, pyfunc_model.__file__, {**artifacts, "spec": str(spec_dir)}, name,
             name="recognizer", model_config={"spec": values},
@@ -126,9 +126,9 @@ def load_spec(tracking_uri: str, uri: str, dst: str | Path | None = None) -> tup
     c = client(tracking_uri)
     mv = c.get_model_version_by_alias(name, alias) if alias else c.get_model_version(name, version)
     kind = mv.tags.get("whisperline.kind", "")
-    if kind.split(":")[-1] not in {"causal", "causal-beam", "emma", "two-pass"}:
-        raise NotARecognizer(f"{name} v{mv.version} is not a registered recognizer (kind {kind!r}): "
-                             "register one with `whisperline recognizer register`")
+    if kind not in RECOGNIZER_KINDS:
+        raise NotARecognizer(f"{name} v{mv.version} is not a registered recognizer (kind {kind!r}): the pipeline's "
+                             "promote stage registers them (recognizer.registry.register_recognizer)")
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_registry_uri(tracking_uri)
     dst = Path(dst or tempfile.mkdtemp(prefix="recognizer-"))
@@ -140,7 +140,7 @@ def load_spec(tracking_uri: str, uri: str, dst: str | Path | None = None) -> tup
     artifacts = {a: str(local / entry["path"]) for a, entry in listed.items()}
     if "spec" not in artifacts:
         raise NotARecognizer(f"{name} v{mv.version} holds no recognizer spec (artifacts: {sorted(artifacts)})")
-    values = json.loads((Path(artifacts.pop("spec")) / "recognizer_spec.json").read_text())
+    values = json.loads((Path(artifacts.pop("spec")) / SPEC_FILE).read_text())
     spec = from_portable(values, artifacts)
     spec = SystemSpec(**{**spec.as_dict(), "name": f"{name} v{mv.version}" + (f" @{alias}" if alias else "")})
     return spec, {"registered_model": name, "version": str(mv.version), "alias": alias or "", "run_id": mv.run_id,

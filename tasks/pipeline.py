@@ -72,6 +72,33 @@ def output_root_lock(config: PipelineConfig) -> Iterator[None]:
         lock.release()
 
 
+def dev_selected_emma(config: PipelineConfig, adapters: dict[int, str], sweep: dict | None) -> dict | None:
+    """``emma_dir`` and ``t_emma`` of the trial the sweep's dev-split gate chose (its policy folder is tagged on its
+    MLflow run), when there is one and its adapter was trained here; else None."""
+    trial = (sweep or {}).get("promotion", {}).get("trial") or {}
+    if not trial.get("run_id") or config.sweep_chunk_ms not in adapters:
+        return None
+    from training.tracking import client
+
+    tags = client(sweep["tracking_uri"]).get_run(trial["run_id"]).data.tags
+    return {"emma_dir": tags["policy_dir"], "t_emma": float(trial["t_emma"])} if tags.get("policy_dir") else None
+
+
+def tag_version_test_numbers(tracking_uri: str, registered_model: str, version: str, row: dict, test_set: dict,
+                             keys: tuple[str, ...]) -> dict[str, str]:
+    """A version chosen on `dev` gets its held-out `test` numbers (reported, never selected on) as ``test_*`` tags."""
+    from training.tracking import client
+
+    tags = {f"test_{k}": str(row[k]) for k in keys}
+    tags |= {"test_set": f"{test_set['n_utterances']} utterances, {test_set['seconds']} s, "
+                         f"{test_set['speakers']} speakers",
+             "test_set_audio_sha256": test_set.get("audio_sha256", ""), "selected_on": "dev split"}
+    c = client(tracking_uri)
+    for k, v in tags.items():
+        c.set_model_version_tag(registered_model, version, k, v)
+    return tags
+
+
 @task(name="evaluation-systems", cache_policy=NO_CACHE)
 def evaluation_specs(config: PipelineConfig, adapters: dict[int, str], sweep: dict | None,
                      hush_dir: str | None = None) -> list:
@@ -82,15 +109,10 @@ def evaluation_specs(config: PipelineConfig, adapters: dict[int, str], sweep: di
 
     two_pass = {"verifier": "hush", "hush_dir": hush_dir} if hush_dir else None
     specs = default_specs(list(config.chunk_sizes), adapters, peers=False, model=config.model, two_pass=two_pass)
-    trial = (sweep or {}).get("promotion", {}).get("trial") or {}
-    if trial.get("run_id"):  # the trial the dev-split gate chose; its policy folder is tagged on its MLflow run
-        from training.tracking import client
-
-        tags = client(sweep["tracking_uri"]).get_run(trial["run_id"]).data.tags
-        if tags.get("policy_dir") and config.sweep_chunk_ms in adapters:
-            specs.append(SystemSpec(f"causal tuned + EMMA {config.sweep_chunk_ms} ms (dev-selected)", "causal",
-                                    config.sweep_chunk_ms, config.model, adapter_dir=adapters[config.sweep_chunk_ms],
-                                    emma_dir=tags["policy_dir"], t_emma=float(trial["t_emma"])))
+    if emma := dev_selected_emma(config, adapters, sweep):
+        specs.append(SystemSpec(f"causal tuned + EMMA {config.sweep_chunk_ms} ms (dev-selected)", "causal",
+                                config.sweep_chunk_ms, config.model, adapter_dir=adapters[config.sweep_chunk_ms],
+                                **emma))
     if config.evaluate_peers:
         from training.evaluation.peers import peers_available
 
@@ -113,11 +135,6 @@ def tag_test_numbers(tracking_uri: str, promotion: dict | None, evaluation: dict
     rows = [r for r in evaluation["systems"] if r["spec"].get("emma_dir") and not r["name"].startswith("champion")]
     if not rows:
         return {}
-    row, ts = rows[0], evaluation["test_set"]
-    tags = {f"test_{k}": str(row[k]) for k in ("wer", "laal_ms", "word_latency_ms_median", "rtf", "step_ms_median")}
-    tags |= {"test_set": f"{ts['n_utterances']} utterances, {ts['seconds']} s, {ts['speakers']} speakers",
-             "test_set_audio_sha256": ts.get("audio_sha256", ""), "selected_on": "dev split"}
-    c = client(tracking_uri)
-    for k, v in tags.items():
-        c.set_model_version_tag(promotion["registered_model"], promotion["version"], k, v)
-    return tags
+    return tag_version_test_numbers(tracking_uri, promotion["registered_model"], promotion["version"], rows[0],
+                                    evaluation["test_set"],
+                                    ("wer", "laal_ms", "word_latency_ms_median", "rtf", "step_ms_median"))

@@ -7,6 +7,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from configs.pipeline import PipelineConfig
+from tasks.pipeline import dev_selected_emma, tag_version_test_numbers
 from training.evaluation.systems import SystemSpec
 
 
@@ -27,15 +28,9 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
                 specs.append(SystemSpec(f"recognizer two-pass{' self-agreement' if agree else ''} {chunk} ms",
                                         "two-pass", chunk, config.model, adapter_dir=adapter, verifier="hush",
                                         hush_dir=hush_dir, self_agreement=agree or None))
-    trial = (sweep or {}).get("promotion", {}).get("trial") or {}
-    if trial.get("run_id") and config.sweep_chunk_ms in adapters:
-        from training.tracking import client
-
-        tags = client(sweep["tracking_uri"]).get_run(trial["run_id"]).data.tags
-        if tags.get("policy_dir"):
-            specs.append(SystemSpec(f"recognizer emma {config.sweep_chunk_ms} ms", "causal", config.sweep_chunk_ms,
-                                    config.model, adapter_dir=adapters[config.sweep_chunk_ms],
-                                    emma_dir=tags["policy_dir"], t_emma=float(trial["t_emma"])))
+    if emma := dev_selected_emma(config, adapters, sweep):
+        specs.append(SystemSpec(f"recognizer emma {config.sweep_chunk_ms} ms", "causal", config.sweep_chunk_ms,
+                                config.model, adapter_dir=adapters[config.sweep_chunk_ms], **emma))
     return specs
 
 
@@ -76,23 +71,16 @@ def champion_spec(tracking_uri: str, registered_model: str, alias: str, dst: str
     from recognizer.registry import load_spec
 
     spec, version = load_spec(tracking_uri, f"models:/{registered_model}@{alias}", dst)
-    return replace(spec, name=f"champion (dev-selected): {version['kind'].split(':')[-1]} {spec.chunk_ms} ms "
+    return replace(spec, name=f"champion (dev-selected): {version['kind']} {spec.chunk_ms} ms "
                               f"v{version['version']}")
 
 
 @task(name="tag-champion-test-numbers", cache_policy=NO_CACHE)
 def tag_champion_test_numbers(tracking_uri: str, champion: dict, evaluation: dict) -> dict[str, str]:
     """The champion was chosen on `dev`; its held-out `test` numbers (reported, never selected on) go onto it."""
-    from training.tracking import client
-
     rows = [r for r in evaluation["systems"] if r["name"].startswith("champion (dev-selected)")]
     if not rows:
         return {}
-    row, ts = rows[0], evaluation["test_set"]
-    tags = {f"test_{k}": str(row[k]) for k in ("wer", "word_latency_ms_median", "word_latency_ms_p90", "rtf")
-            if k in row}
-    tags |= {"test_set": f"{ts['n_utterances']} utterances, {ts['seconds']} s", "selected_on": "dev split"}
-    c = client(tracking_uri)
-    for k, v in tags.items():
-        c.set_model_version_tag(champion["registered_model"], champion["version"], k, v)
-    return tags
+    return tag_version_test_numbers(tracking_uri, champion["registered_model"], champion["version"], rows[0],
+                                    evaluation["test_set"],
+                                    ("wer", "word_latency_ms_median", "word_latency_ms_p90", "rtf"))
