@@ -130,18 +130,24 @@ def test_streams_in_real_time_and_faster_give_the_offline_transcript(server, reg
     ready, events = _stream(server, speech["pcm"], frame_ms=100, realtime=True)
     assert ready["model"]["version"] == registry["v1"] and ready["model"]["chunk_ms_choices"] == [CHUNK_MS]
     summary = events[-1]
-    assert summary["type"] == "summary" and summary["text"] == reference
+    assert summary["type"] == "summary" and summary["caught_up_steps"] == 0, summary  # kept up: chunk by chunk
+    assert summary["text"] == reference
     finals = [w for e in events if e["type"] == "final" for w in e["words"]]
     assert " ".join(finals) == reference
     live = [e for e in events if e["type"] in ("partial", "final") and e["end_ms"] < summary["audio_ms"]]
     assert live, "words arrive while the audio streams, not only at the end"
     delays = [e["emitted_at_ms"] - e["end_ms"] for e in live]
     assert max(delays) < 2000, delays  # real time: each step is answered soon after its audio arrived
-    # faster than real time, PCM16 frames of odd sizes: the same words
-    _, fast = _stream(server, speech["pcm"], frame_ms=37)
-    assert fast[-1]["text"] == reference
+    # faster than real time, PCM16 frames of odd sizes, fed chunk by chunk (no catching up): the same words
+    _, fast = _stream(server, speech["pcm"], frame_ms=37, config={"catch_up": False})
+    assert fast[-1]["text"] == reference and fast[-1]["caught_up_steps"] == 0
+    # the default catches up: a whole file at once is fed in a few large steps
+    _, caught = _stream(server, speech["pcm"], frame_ms=2000)
+    assert caught[-1]["caught_up_steps"] >= 1 and caught[-1]["steps"] < fast[-1]["steps"]
+    assert caught[-1]["audio_ms"] == fast[-1]["audio_ms"] and caught[-1]["text"]
     # float32 frames, configured
-    _, f32 = _stream(server, speech["audio"].astype("<f4"), frame_ms=250, config={"format": "f32", "chunk_ms": CHUNK_MS})
+    _, f32 = _stream(server, speech["audio"].astype("<f4"), frame_ms=250, config={"format": "f32", "chunk_ms": CHUNK_MS,
+                                                                                        "catch_up": False})
     assert f32[-1]["text"] == reference
     assert _health(server)["live_streams"] == 0
 
@@ -230,7 +236,7 @@ def test_capacity_and_backpressure(server, speech, reference):
     # 6× the utterance at once in 0.5 s frames: the backlog bound (1.5 s) is hit, the client is told and slowed,
     # nothing is lost (the transcript of the first repetition starts like the offline one)
     audio = np.concatenate([speech["pcm"]] * 3)
-    _, events = _stream(server, audio, frame_ms=500)
+    _, events = _stream(server, audio, frame_ms=500, config={"catch_up": False})
     assert any(e["type"] == "warning" and e["code"] == "backpressure" for e in events)
     assert events[-1]["type"] == "summary" and events[-1]["audio_ms"] == pytest.approx(len(audio) / 16, abs=0.1)
     first = reference.split()[:3]
@@ -256,7 +262,7 @@ def test_promotion_during_a_live_stream(server, registry, speech, reference):
     _wait(lambda: _health(server)["version"] == registry["v2"], timeout=60, what="the replica to load v2")
     health = _health(server)
     assert health["live_by_version"] == {registry["v1"]: 1}  # the open stream stays on v1
-    ready, events = _stream(server, speech["pcm"], frame_ms=200)
+    ready, events = _stream(server, speech["pcm"], frame_ms=200, config={"catch_up": False})
     assert ready["model"]["version"] == registry["v2"] and events[-1]["version"]["version"] == registry["v2"]
     assert events[-1]["text"] == reference  # same weights in both versions
     t.join(120)

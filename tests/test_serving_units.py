@@ -53,8 +53,11 @@ def test_messages_and_config_are_checked():
         with pytest.raises(ProtocolError, match="message"):
             parse_text(text)
     assert parse_config({"type": "config", "format": "f32", "chunk_ms": 300}, (300,)).format == "f32"
+    assert parse_config({"type": "config"}, (300,)).catch_up is True
+    assert parse_config({"type": "config", "catch_up": False}, (300,)).catch_up is False
     for bad, match in (({"sample_rate": 44100}, "sample_rate must be 16000"), ({"format": "mp3"}, "format"),
-                       ({"chunk_ms": 40}, "chunk_ms 40"), ({"volume": 3}, "unknown")):
+                       ({"chunk_ms": 40}, "chunk_ms 40"), ({"volume": 3}, "unknown"),
+                       ({"catch_up": "yes"}, "catch_up")):
         with pytest.raises(ProtocolError, match=match) as err:
             parse_config({"type": "config", **bad}, (300,))
         assert err.value.code == "bad_config"
@@ -65,7 +68,7 @@ def test_events_add_up_to_the_offline_streamed_transcript(engine, utterance, fra
     """Whatever the client's frame size, the engine sees run_stream's pieces: the same words, all final at the
     end, each final word announced once and in order."""
     reference = run_stream(engine, utterance.audio, 300).text
-    session = StreamSession(engine)
+    session = StreamSession(engine, catch_up=False)
     events = []
     step = max(1, frame_ms * 16)
     for start in range(0, len(utterance.audio), step):
@@ -82,11 +85,37 @@ def test_events_add_up_to_the_offline_streamed_transcript(engine, utterance, fra
     assert session.stats.fed_samples == session.stats.audio_samples == len(utterance.audio)
 
 
+def test_a_session_behind_real_time_catches_up_in_one_step(engine, utterance):
+    """Several whole chunks waiting (the engine fell behind, or a long frame): one feed for all of them, as
+    run_stream(live=True) feeds; the partial rest waits for its chunk; a session that keeps up is fed chunk by chunk."""
+    chunk = 300 * 16
+    lookahead = round(engine.lookahead_ms * 16)
+    session = StreamSession(engine)
+    session.push(utterance.audio[: lookahead + chunk])  # keeps up: exactly one piece
+    session.run()
+    assert session.stats.steps == 1 and session.stats.caught_up == 0
+    session.push(utterance.audio[lookahead + chunk : lookahead + 5 * chunk + 100])  # 4 chunks and a bit: behind
+    session.run()
+    assert session.stats.steps == 2 and session.stats.caught_up == 1
+    assert session.stats.fed_samples == lookahead + 5 * chunk and session.backlog_ms == pytest.approx(100 / 16)
+    session.push(utterance.audio[lookahead + 5 * chunk + 100 :])
+    session.run()
+    session.finish()
+    summary = session.summary()
+    assert summary["caught_up_steps"] >= 1 and session.stats.fed_samples == len(utterance.audio)
+    offline = run_stream(engine, utterance.audio, 300).text.split()
+    # the same recognizer in larger steps: not the same words as chunk by chunk, but no worse a transcript
+    from training.metrics import wer
+
+    assert session.text.split()[0] == offline[0]
+    assert wer([utterance.reference], [session.text]) <= wer([utterance.reference], [" ".join(offline)]) + 0.25
+
+
 def test_a_long_stream_is_cut_into_segments_inside_the_30_s_context(engine, utterance):
     """70 s: speech, a minute of silence, speech. Every segment stays below 28 s, nothing is lost."""
     silence = np.zeros(60 * 16000, dtype=np.float32)
     audio = np.concatenate([utterance.audio, silence, utterance.audio])
-    session = StreamSession(engine, segment_ms=20_000, max_segment_ms=26_000)
+    session = StreamSession(engine, segment_ms=20_000, max_segment_ms=26_000, catch_up=False)
     for start in range(0, len(audio), 16000):
         session.push(audio[start : start + 16000])
         session.run()

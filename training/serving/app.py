@@ -15,7 +15,9 @@ autoscaling config (``infra/kuberay/rayservice.yaml``), adds replicas under load
 
 Back-pressure: frames go from the socket to the engine through a queue bounded by ``max_backlog_ms`` of audio; a
 client that sends faster than the engine computes fills it, gets one ``warning`` (``backpressure``) and is then
-read only as fast as the engine goes (TCP flow control slows it): nothing is buffered without bound.
+read only as fast as the engine goes (TCP flow control slows it): nothing is buffered without bound. A live stream
+whose engine falls behind catches up instead: every frame waiting when a step ends goes into the next step, its
+whole chunks as one feed (``training.serving.session``; a client may ask for chunk-by-chunk feeding instead).
 
 Hot swap: a watcher thread resolves the alias every ``poll_s``; when it names another version, that version is
 loaded next to the current one and then becomes current. A stream keeps the model it started with until it ends
@@ -187,11 +189,12 @@ class Recognizer:
         receiver = asyncio.create_task(self._receive(ws, model, frames, backlog))
         session: "StreamSession | None" = None
         loop = asyncio.get_running_loop()
+        held: list = []  # a control item met while draining audio frames: handled next
         try:
             while True:
-                item = await frames.get()
+                item = held.pop() if held else await frames.get()
                 if isinstance(item, StreamConfig):
-                    session = StreamSession(model.engine(item.chunk_ms))
+                    session = StreamSession(model.engine(item.chunk_ms), catch_up=item.catch_up)
                     continue
                 if isinstance(item, ProtocolError):
                     await close_with(ws, item)
@@ -208,6 +211,13 @@ class Recognizer:
                     return
                 samples, ms = item
                 session.push(samples)
+                while not frames.empty():  # every frame that arrived while the last step ran: one catch-up step
+                    item = frames.get_nowait()
+                    if not isinstance(item, tuple):
+                        held.append(item)
+                        break
+                    session.push(item[0])
+                    ms += item[1]
                 events = await loop.run_in_executor(self.executor, session.run)
                 await backlog.release(ms)
                 for event in events:

@@ -40,8 +40,10 @@ class StreamResult:
 
 
 def stream_samples(url: str, samples: np.ndarray, *, frame_ms: int = 100, realtime: bool = True,
-                   timeout_s: float = 120.0) -> StreamResult:
-    """``samples``: mono 16 kHz, float in [-1, 1] or int16 PCM (sent as is). ``url``: the server's base URL."""
+                   catch_up: bool | None = None, timeout_s: float = 120.0) -> StreamResult:
+    """``samples``: mono 16 kHz, float in [-1, 1] or int16 PCM (sent as is). ``url``: the server's base URL.
+    ``catch_up``: the stream's config (None: the server's default, catching up when behind; False: chunk by chunk,
+    the evaluated transcript exactly, for a file sent faster than real time)."""
     from websockets.sync.client import connect
 
     if samples.dtype == np.int16:
@@ -53,6 +55,8 @@ def stream_samples(url: str, samples: np.ndarray, *, frame_ms: int = 100, realti
         result = StreamResult(json.loads(ws.recv(timeout=timeout_s)))
         if result.ready.get("type") != "ready":
             raise RuntimeError(f"the server did not accept the stream: {result.ready}")
+        if catch_up is not None:
+            ws.send(json.dumps({"type": "config", "catch_up": catch_up}))
         step, start = frame_ms * SAMPLE_RATE // 1000, time.monotonic()
         for i in range(0, len(pcm), step):
             if realtime:

@@ -79,7 +79,7 @@ class ServedModel:
         ``predict`` does for a file, and past 30 s too: in segments)."""
         from training.serving.session import StreamSession
 
-        session = StreamSession(self.engine(chunk_ms))
+        session = StreamSession(self.engine(chunk_ms), catch_up=False)  # a file: every chunk its own step
         session.push(samples)
         session.finish()
         return {**session.summary(), "type": "transcript", "version": self.version.as_dict()}

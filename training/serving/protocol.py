@@ -1,8 +1,10 @@
 """The live streaming protocol: what a WebSocket client sends and what the server answers (plain, no I/O).
 
 Client → server
-  - text ``{"type": "config", "sample_rate": 16000, "format": "pcm16" | "f32", "chunk_ms": 300}`` (optional, before
-    any audio: the defaults are 16 kHz PCM16 and the model's own chunk size);
+  - text ``{"type": "config", "sample_rate": 16000, "format": "pcm16" | "f32", "chunk_ms": 300, "catch_up": true}``
+    (optional, before any audio: the defaults are 16 kHz PCM16, the model's own chunk size, and catching up —
+    several waiting chunks fed as one step when the server has fallen behind; ``false`` feeds chunk by chunk, the
+    evaluated transcript exactly, for a client that sends a file faster than real time);
   - binary frames of mono samples in that format, of any size (up to ``MAX_FRAME_S`` of audio each);
   - text ``{"type": "end"}``: the utterance is over (the server then flushes, sends a ``summary`` and closes).
 Server → client (JSON text frames)
@@ -57,6 +59,7 @@ class StreamConfig:
     sample_rate: int = SAMPLE_RATE
     format: str = "pcm16"
     chunk_ms: int | None = None  # None: the model's own
+    catch_up: bool = True  # behind real time: every waiting whole chunk in one step (training.serving.session)
 
 
 def parse_text(text: str) -> dict[str, Any]:
@@ -72,7 +75,7 @@ def parse_text(text: str) -> dict[str, Any]:
 
 def parse_config(message: dict[str, Any], chunk_choices: tuple[int, ...]) -> StreamConfig:
     """A ``config`` message checked against what this server and model accept."""
-    unknown = set(message) - {"type", "sample_rate", "format", "chunk_ms"}
+    unknown = set(message) - {"type", "sample_rate", "format", "chunk_ms", "catch_up"}
     if unknown:
         raise ProtocolError("bad_config", f"unknown config fields {sorted(unknown)}")
     rate = message.get("sample_rate", SAMPLE_RATE)
@@ -84,7 +87,10 @@ def parse_config(message: dict[str, Any], chunk_choices: tuple[int, ...]) -> Str
     chunk = message.get("chunk_ms")
     if chunk is not None and chunk not in chunk_choices:
         raise ProtocolError("bad_config", f"chunk_ms {chunk} is not one this model supports: {list(chunk_choices)}")
-    return StreamConfig(rate, fmt, chunk)
+    catch_up = message.get("catch_up", True)
+    if not isinstance(catch_up, bool):
+        raise ProtocolError("bad_config", f"catch_up must be true or false, got {catch_up!r}")
+    return StreamConfig(rate, fmt, chunk, catch_up)
 
 
 def decode_frame(data: bytes, fmt: str) -> np.ndarray:

@@ -4,6 +4,12 @@ The pieces are exactly the ones ``training.streaming.events.run_stream`` feeds (
 engine's look-ahead, then whole chunks, the rest at the end), so a live stream of an utterance yields the same
 transcript as the offline-streamed evaluation of the same audio, whatever the client's frame sizes.
 
+``catch_up`` (the default, what ``run_stream(live=True)`` models): when the engine has fallen behind and several whole
+pieces wait, they go in as *one* feed — one causal step and at most one verifier pass for all of them — instead of
+one step each, so a recognizer that is briefly slower than real time catches up instead of falling further behind
+(a live stream that waits is already late). A session that keeps up is fed exactly as without it; a client that
+sends a file faster than real time and wants the evaluated transcript bit for bit asks for ``catch_up: false``.
+
 A live stream can outlast Whisper's 30 s encoder context: the engine is wrapped in
 ``training.streaming.segmented.Segmented``, the segmentation the evaluate stage uses too, so a stream gives the same
 words whether it is evaluated or served.
@@ -27,6 +33,7 @@ class SessionStats:
     audio_samples: int = 0  # received
     fed_samples: int = 0  # given to the engine
     steps: int = 0
+    caught_up: int = 0  # steps that took several whole pieces at once (the engine had fallen behind)
     compute_ms: float = 0.0
     segments: int = 0
     step_ms: list[float] = field(default_factory=list)
@@ -36,12 +43,13 @@ class StreamSession:
     """``push`` audio, ``run`` the steps it completes, ``finish`` at the end; each returns protocol events."""
 
     def __init__(self, engine, *, segment_ms: int = SEGMENT_MS, max_segment_ms: int = MAX_SEGMENT_MS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 catch_up: bool = True, clock: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine if isinstance(engine, Segmented) else Segmented(
             engine, segment_ms=segment_ms, max_segment_ms=max_segment_ms)
         self.chunk = max(1, round(engine.chunk_ms * SAMPLE_RATE / 1000))
         self.lookahead = round(float(getattr(engine, "lookahead_ms", 0.0)) * SAMPLE_RATE / 1000)
         self.clock = clock
+        self.catch_up = catch_up
         self.stats = SessionStats()
         self._pending: list[np.ndarray] = []
         self._pending_n = 0
@@ -79,9 +87,11 @@ class StreamSession:
     def run(self) -> list[dict[str, Any]]:
         """Every whole piece received so far through the engine; the events they produce."""
         events: list[dict[str, Any]] = []
-        while self._pending_n >= self._piece_size():
-            piece = self._take(self._piece_size())
-            events += self._step(piece)
+        while self._pending_n >= (size := self._piece_size()):
+            if self.catch_up and self._pending_n >= size + self.chunk:  # behind: every whole piece, one feed
+                size += (self._pending_n - size) // self.chunk * self.chunk
+                self.stats.caught_up += 1
+            events += self._step(self._take(size))
         return events
 
     def finish(self) -> list[dict[str, Any]]:
@@ -144,7 +154,7 @@ class StreamSession:
         audio_ms = self._audio_ms(self.stats.audio_samples)
         steps = sorted(self.stats.step_ms)
         return {"type": "summary", "text": self.text, "words": len(self._words), "audio_ms": round(audio_ms, 1),
-                "steps": self.stats.steps, "segments": self.stats.segments,
+                "steps": self.stats.steps, "caught_up_steps": self.stats.caught_up, "segments": self.stats.segments,
                 "compute_ms": round(self.stats.compute_ms, 1),
                 "rtf": round(self.stats.compute_ms / audio_ms, 4) if audio_ms else None,
                 "step_ms_p90": round(steps[int(0.9 * (len(steps) - 1))], 2) if steps else None,
