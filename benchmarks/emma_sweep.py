@@ -35,8 +35,8 @@ def newest(pattern: str) -> str:
 
 
 def offline_wer(utterances) -> dict:
-    from training.streaming.baselines.offline import OfflineWhisper
-    from training.streaming.evaluate import evaluate_records, stream_all
+    from streaming.baselines.offline import OfflineWhisper
+    from streaming.evaluate import evaluate_records, stream_all
     from training.weights import load_model
 
     scores = evaluate_records(stream_all(OfflineWhisper(load_model("tiny.en")), utterances, 1000), utterances)
@@ -65,7 +65,7 @@ def main() -> None:
 
     from configs.emma import EmmaConfig, SweepConfig
     from flows.sweep_emma import run_sweep_flow
-    from training.evaluation.sets import load_split
+    from evaluation.sets import load_split
 
     adapter = str(Path(args.adapter or newest("outputs/adapters/causal-tiny.en-300ms-*")).resolve())
     synth = str(Path(args.synth or newest("outputs/datasets/synth240/*")).resolve())

@@ -89,7 +89,7 @@ def _evaluate(specs, datasets, train, split, out_dir, args, **kw) -> dict:
 
 def stage_select(args, out: Path, state: dict) -> None:
     from benchmarks import selection as sel
-    from training.evaluation.report import write_report
+    from evaluation.report import write_report
 
     art, train = state.get("artifacts", {}), _train_sets(state)
     seeds = _seeds(art)
@@ -174,7 +174,7 @@ def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = (300, 5
     alone (a part of a release scored in parts); ``policies``: only these peer kinds (None: every one). Nothing here
     looks at test."""
     from benchmarks import selection as sel
-    from training.evaluation.systems import SystemSpec
+    from evaluation.systems import SystemSpec
 
     art = state["artifacts"]
     specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline"),
@@ -216,13 +216,13 @@ def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = (300, 5
 def stage_release(args, out: Path, state: dict) -> None:
     """Scores one part of the release on test (``--budgets`` picks the peer rows, ``--peers-only`` leaves out the
     offline references and ours) and merges it into ``benchmarks/results/evaluation.json``
-    (``training.evaluation.merge``): a release that does not fit in one sitting is finished part by part."""
+    (``evaluation.merge``): a release that does not fit in one sitting is finished part by part."""
     from benchmarks.evidence import dataset_counts
     from data.tts_kokoro import DEV_VOICES
-    from training.evaluation.ledger import scored_per_system
-    from training.evaluation.merge import budget_coverage, merge_release
-    from training.evaluation.report import write_report
-    from training.evaluation.sets import describe, load_split
+    from evaluation.ledger import scored_per_system
+    from evaluation.merge import budget_coverage, merge_release
+    from evaluation.report import write_report
+    from evaluation.sets import describe, load_split
 
     choices = json.loads((SELECTION / "choices.json").read_text())
     budgets = _budgets(args)

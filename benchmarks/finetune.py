@@ -59,7 +59,7 @@ def main() -> None:
     from tasks.runtime import prefect_api
     from training.causal.evaluate import evaluate_streaming
     from training.causal.run import run_finetune
-    from training.evaluation.sets import load_split
+    from evaluation.sets import load_split
 
     import torch
 

@@ -63,7 +63,7 @@ def main() -> None:
     from training.hush_word.evaluate import evaluate_conditions
     from training.hush_word.frontend import load_hush_word
     from training.hush_word.run import train_hush_word
-    from training.evaluation.sets import load_realspeech
+    from evaluation.sets import load_realspeech
     from training.weights import load_model
 
     training = None

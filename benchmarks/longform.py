@@ -3,7 +3,7 @@
     python benchmarks/longform.py --state outputs/bench26/state.json            # → benchmarks/results/longform.*
     python benchmarks/longform.py --state … --hour-check                        # + one 60-min stream, no exception
 
-Streams (``training/evaluation/longform.py``): the long-form dataset version's recordings joined back from their
+Streams (``evaluation/longform.py``): the long-form dataset version's recordings joined back from their
 segments (``longform``: continuous readings of about a minute), and one speaker's test-split utterances joined in
 order with the pauses their clips carry (``joined``), until ``--min-total-s`` of audio. Every stream is one
 evaluation unit: the intervals resample streams. Systems: faster-whisper's own long-form transcription (the
@@ -29,8 +29,8 @@ RESULTS = REPO / "benchmarks" / "results"
 
 def streams(state: dict, min_total_s: float, max_stream_s: float) -> tuple[list, dict]:
     """The long-form streams and what they are (counts per source)."""
-    from training.evaluation.longform import speaker_streams, speakers, whole_recordings
-    from training.evaluation.sets import load_split
+    from evaluation.longform import speaker_streams, speakers, whole_recordings
+    from evaluation.sets import load_split
 
     recordings = whole_recordings(load_split([state["datasets"]["longform"]], ["test"]))
     total = sum(len(s.audio) for s in recordings) / 16_000
@@ -52,7 +52,7 @@ def streams(state: dict, min_total_s: float, max_stream_s: float) -> tuple[list,
 def two_pass_spec(args, self_agreement: bool):
     """The two-pass row: the hush word where one is given, else a naive padding mid-stream and Whisper's own 30 s
     padding for each segment's last pass (fixed before any long-form number was seen)."""
-    from training.evaluation.systems import SystemSpec
+    from evaluation.systems import SystemSpec
 
     verifier = args.verifier or "hush"
     final = args.final_verifier or (None if verifier == "hush" else "pad30")
@@ -67,8 +67,8 @@ def select_two_pass(args, state: dict, max_latency_ms: float = 1000.0) -> dict:
     finals on causal agreement only, or also on two consecutive verifier passes. Rule, fixed before running: the
     lowest dev WER among variants whose median final-word latency is ≤ ``max_latency_ms``, else the lowest latency."""
     from flows.evaluate import run_evaluate
-    from training.evaluation.report import write_report
-    from training.evaluation.systems import SystemSpec
+    from evaluation.report import write_report
+    from evaluation.systems import SystemSpec
 
     evidence = RESULTS / "selection" / "dev_two_pass.json"
     if evidence.exists() and not args.reselect:  # the committed dev evidence, read back (the rule applied again)
@@ -89,7 +89,7 @@ def select_two_pass(args, state: dict, max_latency_ms: float = 1000.0) -> dict:
 
 
 def specs(args, choices: dict) -> list:
-    from training.evaluation.systems import SystemSpec
+    from evaluation.systems import SystemSpec
 
     out = [SystemSpec("faster-whisper offline (long-form)", "faster-whisper")]
     if args.no_causal:
@@ -116,11 +116,11 @@ def hour_check(minutes: int, spec) -> dict:
     evaluate stage builds it: no exception, the segments it took, the step p90 of its first and last minute."""
     import numpy as np
 
-    from training.evaluation.longform import join
-    from training.evaluation.sets import load_realspeech
-    from training.evaluation.systems import build
+    from evaluation.longform import join
+    from evaluation.sets import load_realspeech
+    from evaluation.systems import build
     from training.metrics import wer
-    from training.streaming.events import chunks
+    from streaming.events import chunks
 
     utts = load_realspeech(REPO.parent / "shared" / "data" / "realspeech", ("ljspeech", "cmu_arctic"))
     seconds = sum(len(u.audio) for u in utts) / 16_000
@@ -176,10 +176,10 @@ def main() -> None:
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
 
-    from training.evaluation.report import evaluate_systems, write_report
+    from evaluation.report import evaluate_systems, write_report
 
     if args.hour_check_only:  # the 60-min checks alone, into longform.json beside the evaluation already there
-        from training.evaluation.systems import SystemSpec
+        from evaluation.systems import SystemSpec
 
         path = Path(args.out) / "longform.json"
         result = json.loads(path.read_text())

@@ -24,7 +24,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from training.evaluation.systems import SystemSpec
+from evaluation.systems import SystemSpec
 
 BUDGETS_MS = (300, 500, 1000)
 PEER_KINDS = {"whisperlivekit-la": "whisperlivekit LocalAgreement-2", "whisperlivekit-simul":
@@ -105,7 +105,7 @@ def _row(result: dict, name: str) -> dict:
 
 def pairwise(result: dict, a: str, b: str, seed: int = 0) -> dict[str, Any]:
     """Paired difference a − b on the same dev utterances (WER, median latency, RTF) with verdicts."""
-    from training.evaluation.intervals import compare
+    from evaluation.intervals import compare
 
     ra, rb = _row(result, a), _row(result, b)
     out = {"a": a, "b": b, "wer": [ra["wer"], rb["wer"]]}

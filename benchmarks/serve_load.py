@@ -1,6 +1,6 @@
 """Live serving under load: how many real-time streams one 2-core machine serves, ours next to WhisperLiveKit's.
 
-Our server (``training.serving.app``: Ray Serve, the tuned tiny.en 300 ms adapter registered in a local MLflow
+Our server (``serving.app``: Ray Serve, the tuned tiny.en 300 ms adapter registered in a local MLflow
 registry) and the WhisperLiveKit server (``whisperlivekit-server`` from PyPI, same tiny.en weights, LocalAgreement
 and SimulStreaming backends, ``--pcm-input``) are each driven by the same load generator: at level N, N clients
 each stream the same held-out ``test`` utterances (every other one of the split: both corpora, several speakers)
@@ -261,8 +261,8 @@ def start_ours(out: Path, port: int, args) -> tuple[str, dict]:
     registered into a local registry (the older adapter versions)."""
     import ray
 
-    from training.serving.app import ServeSettings, run
-    from training.serving.models import resolve
+    from serving.app import ServeSettings, run
+    from serving.models import resolve
     from training.tracking import client
 
     if args.model:
@@ -303,14 +303,14 @@ def peer_setting(policy: str, chunk_ms: int = 300,
 
 
 def start_wlk(policy: str, port: int, log: Path, budget_ms: int = 300) -> tuple[str, subprocess.Popen]:
-    from training.evaluation.peers import _ct2_dir, _decoder_checkpoint
+    from evaluation.peers import _ct2_dir, _decoder_checkpoint
 
     exe = Path(sys.executable).parent / "whisperlivekit-server"
     min_chunk_s, vac = peer_setting(policy, budget_ms)
     cmd = [str(exe), "--host", "127.0.0.1", "--port", str(port), "--backend", "faster-whisper",
            "--backend-policy", policy, "--lan", "en", "--pcm-input", "--min-chunk-size", str(min_chunk_s),
            "--warmup-file", "", *([] if vac else ["--no-vac"])]
-    if policy == "simulstreaming":  # as training.evaluation.peers: CTranslate2 encoder, openai-whisper decoder
+    if policy == "simulstreaming":  # as evaluation.peers: CTranslate2 encoder, openai-whisper decoder
         import whisper
 
         cmd += ["--encoder-model-path", str(_ct2_dir("tiny.en")),
@@ -427,7 +427,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
 
-    from training.evaluation.sets import describe, load_split
+    from evaluation.sets import describe, load_split
 
     started = time.perf_counter()
     out = Path(args.out).resolve()

@@ -3,7 +3,7 @@
 On the held-out ``test`` split of the evaluate stage (the datasets ``benchmarks/evaluation.py`` builds under
 ``--out``; its adapters are reused, nothing here trains):
 
-1. **Profile** of one streaming step (``training.streaming.profiling``: front end, encoder, cross-attention K/V,
+1. **Profile** of one streaming step (``streaming.profiling``: front end, encoder, cross-attention K/V,
    decoder re-check, new tokens, vocabulary projection, Python) for tiny.en at 40/100/300/1000 ms and base at 300 ms,
    one profiled pass each (base with its 300 ms adapter at every size: the profile is about time).
 2. **Speed rows** through the evaluate stage's harness (``evaluate_systems``: same audio, real-time-queue clock,
@@ -41,7 +41,7 @@ CHUNKS = (40, 100, 300, 1000)
 
 
 def mac_summary(dims, utterances, chunks) -> dict:
-    from training.streaming.macs import encoder_macs_offline, encoder_macs_stream, executed_padding
+    from streaming.macs import encoder_macs_offline, encoder_macs_stream, executed_padding
 
     offline = encoder_macs_offline(dims)
     out = {"offline_30s_pass": offline}
@@ -75,9 +75,9 @@ def base_sizes(args) -> list[tuple[str, str, str | None, int, bool]]:
 
 def profile(configs, utterances, precision: str | None) -> list[dict]:
     from training.causal.evaluate import load_tuned
-    from training.streaming.engine import CausalStreamingEngine
-    from training.streaming.evaluate import stream_all
-    from training.streaming.profiling import StepProfile
+    from streaming.engine import CausalStreamingEngine
+    from streaming.evaluate import stream_all
+    from streaming.profiling import StepProfile
 
     rows = []
     for name, model, adapter, chunk, pad in configs:
@@ -94,7 +94,7 @@ def profile(configs, utterances, precision: str | None) -> list[dict]:
     return rows
 
 
-PRECISION = "bf16-all"  # the optimised engine's Linear layers (training.streaming.quantize)
+PRECISION = "bf16-all"  # the optimised engine's Linear layers (streaming.quantize)
 OPTIMISED = "greedy"  # row-name suffixes: the optimised engine and its unoptimised twin (same adapter)
 UNOPTIMISED = "greedy, unoptimised (fp32, LoRA unmerged)"
 
@@ -103,7 +103,7 @@ def speed_specs(args) -> list:
     """Every configuration optimised (adapter merged, Linear layers bf16) and unoptimised (fp32, LoRA layers), plus
     at 300 ms: fp32 merged (the merge alone), int8 encoder / all (also at 40 ms), the `reuse` decoder cache instead
     of `exact`, beam 4 both ways."""
-    from training.evaluation.systems import SystemSpec
+    from evaluation.systems import SystemSpec
 
     specs = []
     for name, model, adapter, chunk, pad in configurations(args):
@@ -125,7 +125,7 @@ def speed_specs(args) -> list:
 
 
 def peer_specs() -> list:
-    from training.evaluation.systems import SystemSpec
+    from evaluation.systems import SystemSpec
 
     return [SystemSpec("whisperlivekit LocalAgreement-2 300 ms", "whisperlivekit-la", 300, "tiny.en"),
             SystemSpec("whisperlivekit SimulStreaming 300 ms", "whisperlivekit-simul", 300, "tiny.en")]
@@ -199,9 +199,9 @@ def main() -> None:
     from benchmarks.common import realspeech_path
     from benchmarks.evaluation import build_datasets
     from tasks.runtime import prefect_api
-    from training.evaluation.report import evaluate_systems
-    from training.evaluation.sets import describe, load_split
-    from training.streaming.quantize import bf16_native
+    from evaluation.report import evaluate_systems
+    from evaluation.sets import describe, load_split
+    from streaming.quantize import bf16_native
     from training.weights import load_model
 
     torch.set_num_threads(args.threads)
@@ -228,7 +228,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     peers = None
     if not args.no_peers:
-        from training.evaluation.peers import peers_available
+        from evaluation.peers import peers_available
 
         if peers_available():
             subset = scored[: args.peer_limit]

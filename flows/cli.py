@@ -196,7 +196,7 @@ def evaluate_cmd(
 ) -> None:
     """Every system on the same held-out utterances in one run (Prefect flow evaluate → report + MLflow)."""
     from flows.evaluate import run_evaluate
-    from training.evaluation.systems import default_specs
+    from evaluation.systems import default_specs
 
     if model:
         from recognizer.registry import load_spec
@@ -417,7 +417,7 @@ def serve_model(
 
     from ray import serve
 
-    from training.serving.app import ServeSettings, run
+    from serving.app import ServeSettings, run
     from training.tracking import default_tracking_uri
 
     settings = ServeSettings(tracking_uri=tracking_uri or default_tracking_uri(), registered_model=model, alias=alias,
@@ -447,7 +447,7 @@ def stream_file_cmd(
     served it and the final-word latencies the server reported."""
     import statistics
 
-    from training.serving.client import stream_file
+    from serving.client import stream_file
 
     result = stream_file(url, path, frame_ms=frame_ms, realtime=realtime)
     out = {"version": result.ready.get("model"), "text": result.text, "audio_ms": result.summary.get("audio_ms")}

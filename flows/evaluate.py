@@ -7,7 +7,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from tasks.evaluate import evaluate_held_out
 from tasks.runtime import prefect_api
-from training.evaluation.systems import SystemSpec
+from evaluation.systems import SystemSpec
 
 
 @flow(name="evaluate", log_prints=True)
@@ -15,7 +15,7 @@ def evaluate(specs: list[SystemSpec], test_datasets: list[str], train_datasets: 
              train_splits: list[str], split: str = "test", limit: int | None = None, out_dir: str | None = None,
              tracking_uri: str | None = None, repeats: int = 1, ledger_path: str | None = None,
              purpose: str = "release", reference: str | None = None, stride: int = 1) -> dict:
-    from training.evaluation.report import markdown
+    from evaluation.report import markdown
 
     result = evaluate_held_out(specs, test_datasets, train_datasets, train_splits, split, limit, out_dir,
                                tracking_uri, repeats=repeats, ledger_path=ledger_path, purpose=purpose,

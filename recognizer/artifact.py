@@ -4,7 +4,7 @@ A spec names files on the machine that trained it (an adapter, an EMMA policy, a
 into a *portable* spec (every path replaced by the name of an MLflow artifact) plus those artifacts, logged with
 the models-from-code pyfunc ``recognizer.pyfunc_model``; loading resolves the names back to the downloaded files.
 Whatever loads a version — the pyfunc, the server, ``whisperline evaluate models:/NAME@ALIAS`` — gets the same
-spec and builds the recognizer through ``training.evaluation.systems.build``.
+spec and builds the recognizer through ``evaluation.systems.build``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from training.evaluation.systems import SystemSpec
+from evaluation.systems import SystemSpec
 
 # spec fields that name a folder, and the artifact each becomes
 ARTIFACT_FIELDS = {"adapter_dir": "adapter", "emma_dir": "emma_policy", "hush_dir": "hush_word"}

@@ -1,7 +1,7 @@
 """MLflow "models from code" definition of a registered recognizer (``recognizer.registry.register_recognizer``).
 
 ``model_config["spec"]`` is the portable spec; ``context.artifacts`` hold its files. Loading builds the recognizer
-once through ``training.evaluation.systems.build`` (the base weights are checked against their sha256 by the
+once through ``evaluation.systems.build`` (the base weights are checked against their sha256 by the
 loaders), and ``engine(chunk_ms)`` builds one more per stream on the same weights: the evaluate stage, the server
 and this model all run the spec the same way.
 
@@ -19,7 +19,7 @@ from mlflow.pyfunc import PythonModel
 class RecognizerModel(PythonModel):
     def load_context(self, context) -> None:
         from recognizer.artifact import from_portable
-        from training.evaluation.systems import _Models, build
+        from evaluation.systems import _Models, build
 
         artifacts = {k: v for k, v in context.artifacts.items() if k != "spec"}
         self.spec = from_portable((context.model_config or {})["spec"], artifacts)
@@ -41,7 +41,7 @@ class RecognizerModel(PythonModel):
     def engine(self, chunk_ms: int | None = None):
         """A new recognizer for one stream (shared weights, own state)."""
         from recognizer.artifact import with_chunk
-        from training.evaluation.systems import build
+        from evaluation.systems import build
 
         if chunk_ms is not None and int(chunk_ms) not in self.chunk_choices:
             raise ValueError(f"chunk_ms {chunk_ms} is not one this recognizer was built for {self.chunk_choices}")
@@ -49,7 +49,7 @@ class RecognizerModel(PythonModel):
 
     def predict(self, context, model_input: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
         from data.audio import load_audio
-        from training.streaming.events import run_stream
+        from streaming.events import run_stream
 
         if "audio_path" not in model_input:
             raise ValueError(f"expected a DataFrame with an 'audio_path' column, got columns {list(model_input)}")

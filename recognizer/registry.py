@@ -18,7 +18,7 @@ from typing import Any
 
 from recognizer.artifact import (RECOGNIZER_KINDS, SPEC_FILE, NotARecognizer, from_portable, portable, recognizer_kind, registered_name,
                                  spec_json)
-from training.evaluation.systems import SystemSpec
+from evaluation.systems import SystemSpec
 
 EXPERIMENT = "whisperline-recognizers"
 KEY_TAG = "recognizer_key"

@@ -1,4 +1,4 @@
-"""Prefect task of the evaluate stage: a thin wrapper around training.evaluation (no caching: timings are part of
+"""Prefect task of the evaluate stage: a thin wrapper around evaluation (no caching: timings are part of
 the result, and a report is cheap to redo next to what it measures)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from training.evaluation.systems import SystemSpec
+from evaluation.systems import SystemSpec
 
 
 def artifact_dirs(specs: list[SystemSpec]) -> list[str]:
@@ -27,8 +27,8 @@ def evaluate_held_out(specs: list[SystemSpec], test_datasets: list[str], train_d
     to the ledger at ``ledger_path`` (commit, systems, ``purpose``) and the report states how often that test set
     has been scored for ``purpose``."""
     from data.provenance import check_artifacts_held_out
-    from training.evaluation.report import evaluate_systems, log_report, write_report
-    from training.evaluation.sets import describe, load_split
+    from evaluation.report import evaluate_systems, log_report, write_report
+    from evaluation.sets import describe, load_split
 
     provenance = check_artifacts_held_out(artifact_dirs(specs), test_datasets, [split],
                                           extra_train_dirs=train_datasets, extra_train_splits=train_splits, what=split)
@@ -43,7 +43,7 @@ def evaluate_held_out(specs: list[SystemSpec], test_datasets: list[str], train_d
                 "provenance": provenance, "warmup_utterance": warmup.utt_id if warmup else None,
                 **({"stride": stride} if stride > 1 else {})}
     if split == "test" and ledger_path:
-        from training.evaluation.ledger import record_scoring
+        from evaluation.ledger import record_scoring
 
         row = record_scoring(ledger_path, test_set=test_set, systems=[s.name for s in specs], purpose=purpose)
         test_set.update(times_scored=row["times_scored"], ledger=str(ledger_path), purpose=purpose)

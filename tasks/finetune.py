@@ -41,7 +41,7 @@ def finetune_run(config: FinetuneConfig) -> dict:
 @task(name="evaluate-streaming", cache_policy=NO_CACHE)
 def evaluate_adapter(model_name: str, adapter_dir: str | None, realspeech: str, chunk_sizes: list[int],
                      limit: int | None = None) -> dict[int, dict]:
-    from training.evaluation.sets import load_realspeech
+    from evaluation.sets import load_realspeech
 
     utterances = load_realspeech(realspeech)
     return evaluate_streaming(model_name, adapter_dir, utterances[:limit] if limit else utterances, chunk_sizes)

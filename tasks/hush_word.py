@@ -39,7 +39,7 @@ def evaluate_hush_word_task(model_name: str, hush_word_dir: str | None, realspee
     """Every input condition on the real speech utterances [skip : skip + limit] (speech the hush word never saw)."""
     from training.hush_word.evaluate import evaluate_conditions
     from training.hush_word.frontend import load_hush_word
-    from training.evaluation.sets import load_realspeech
+    from evaluation.sets import load_realspeech
     from training.weights import load_model
 
     utterances = load_realspeech(realspeech)[skip : (skip + limit) if limit else None]

@@ -105,7 +105,7 @@ def evaluation_specs(config: PipelineConfig, adapters: dict[int, str], sweep: di
     """What the evaluate stage compares on the held-out `test` split: offline Whisper, our causal engine with the
     original weights and with every tuned adapter, two-pass streaming (tuned adapter + the original weights as
     verifier, with this run's hush word), the dev-selected EMMA trial, and the real PyPI peers."""
-    from training.evaluation.systems import SystemSpec, default_specs
+    from evaluation.systems import SystemSpec, default_specs
 
     two_pass = {"verifier": "hush", "hush_dir": hush_dir} if hush_dir else None
     specs = default_specs(list(config.chunk_sizes), adapters, peers=False, model=config.model, two_pass=two_pass)
@@ -114,7 +114,7 @@ def evaluation_specs(config: PipelineConfig, adapters: dict[int, str], sweep: di
                                 config.sweep_chunk_ms, config.model, adapter_dir=adapters[config.sweep_chunk_ms],
                                 **emma))
     if config.evaluate_peers:
-        from training.evaluation.peers import peers_available
+        from evaluation.peers import peers_available
 
         if peers_available():
             specs += [SystemSpec(f"whisperlivekit LocalAgreement-2 {c} ms", "whisperlivekit-la", c, config.model)

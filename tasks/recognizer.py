@@ -8,7 +8,7 @@ from prefect.cache_policies import NO_CACHE
 
 from configs.pipeline import PipelineConfig
 from tasks.pipeline import dev_selected_emma, tag_version_test_numbers
-from training.evaluation.systems import SystemSpec
+from evaluation.systems import SystemSpec
 
 
 @task(name="recognizer-candidates", cache_policy=NO_CACHE)

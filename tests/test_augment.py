@@ -8,7 +8,7 @@ import pytest
 from configs.finetune import AugmentSettings
 from training.causal.augment import augment
 from training.causal.data import MAX_SAMPLES, TrainUtterance
-from training.evaluation.sets import load_realspeech
+from evaluation.sets import load_realspeech
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import soundfile as sf
 import torch
 
 from training.metrics import wer
-from training.streaming.baselines import OfflineWhisper
-from training.streaming.events import run_stream
+from streaming.baselines import OfflineWhisper
+from streaming.events import run_stream
 
 # Short cmu_arctic utterances (3.5-4.0 s each)
 UTTERANCES = ("cmu_us_aew_a0002", "cmu_us_aew_a0003", "cmu_us_axb_a0006")

@@ -16,10 +16,10 @@ import whisper
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from training.streaming import macs
-from training.streaming.encoder import ROW_MULTIPLE, CausalEncoder, ContextOverflowError
-from training.streaming.frontend import LOOKAHEAD_MS, StreamingLogMel, causal_log_mel
-from training.streaming.mask import block_causal_mask, block_ends, ms_to_frames
+from streaming import macs
+from streaming.encoder import ROW_MULTIPLE, CausalEncoder, ContextOverflowError
+from streaming.frontend import LOOKAHEAD_MS, StreamingLogMel, causal_log_mel
+from streaming.mask import block_causal_mask, block_ends, ms_to_frames
 
 CONFIGS = [(40, 600), (100, 600), (300, 600), (1000, 1000)]
 SR = 16_000

@@ -90,7 +90,7 @@ def test_threshold_reaches_the_decoder_and_moves_emissions(model, frames, one_to
     import whisper
     from whisper.tokenizer import get_tokenizer
 
-    from training.streaming.engine import CausalStreamingEngine
+    from streaming.engine import CausalStreamingEngine
 
     tokenizer = get_tokenizer(False, language="en", task="transcribe")
     with torch.inference_mode():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from data.leakage import LeakageError
-from training.evaluation.systems import SystemSpec
+from evaluation.systems import SystemSpec
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +90,8 @@ def test_repeats_report_medians_of_the_clock_and_one_transcript(test_shards):
     deterministic system writes the same words every time."""
     import statistics
 
-    from training.evaluation.report import evaluate_systems
-    from training.evaluation.sets import load_split
+    from evaluation.report import evaluate_systems
+    from evaluation.sets import load_split
 
     utterances = load_split([str(test_shards)], ["test"])[:1]
     # fixed pieces: the transcript depends on the audio only (live feeding would let a step that a loaded machine

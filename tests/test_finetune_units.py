@@ -16,7 +16,7 @@ from training.causal.data import TrainUtterance, collate, padded_mel, rank_batch
 from training.causal.objective import SamplePointLoss, decoder_logits
 from training.causal.samples import IGNORE, draw_sample_points, target_row, tokens_done, valid_boundaries
 from training.lora import AdapterError, adapter_state_dict, apply_lora, load_adapter, merge_adapter, save_adapter
-from training.streaming.encoder import CausalEncoder
+from streaming.encoder import CausalEncoder
 from training.weights import checkpoint_sha256, load_model
 
 

@@ -16,7 +16,7 @@ from training.hush_word.evaluate import evaluate_conditions, hallucinated_words
 from training.hush_word.frontend import HushWordError, hushed_mel, load_hush_word, save_hush_word
 from training.hush_word.objective import hush_loss, target_tokens
 from training.hush_word.transcribe import CONDITIONS, condition_mel
-from training.evaluation.sets import load_realspeech
+from evaluation.sets import load_realspeech
 from training.weights import load_model
 
 
@@ -122,7 +122,7 @@ def test_ray_train_job_bounds_registers_and_serves(prefect_server, real_shards, 
 
 
 def test_offline_baseline_takes_a_hush_word(tiny, utterances):
-    from training.streaming.baselines.offline import OfflineWhisper, hush_word_mel
+    from streaming.baselines.offline import OfflineWhisper, hush_word_mel
 
     hush = np.zeros(8000, np.float32)
     offline = OfflineWhisper(tiny, padding=hush_word_mel(tiny, hush))

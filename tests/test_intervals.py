@@ -15,12 +15,12 @@ import jiwer
 import numpy as np
 import pytest
 
-from training.evaluation import intervals
-from training.evaluation.report import markdown, plot, score_rows
-from training.evaluation.sets import Utterance
+from evaluation import intervals
+from evaluation.report import markdown, plot, score_rows
+from evaluation.sets import Utterance
 from training.metrics import normalize
-from training.streaming.evaluate import evaluate_records, per_utterance
-from training.streaming.events import Hypothesis, Step, record_from_steps
+from streaming.evaluate import evaluate_records, per_utterance
+from streaming.events import Hypothesis, Step, record_from_steps
 
 # (reference, aligned word ends in ms, final hypothesis): numbers, titles, contractions and fillers that the
 # normaliser rewrites, and substitutions, deletions and insertions

@@ -12,9 +12,9 @@ import pytest
 from training.emma.dashboard import mark_pareto
 from training.emma.registry import PromotionRefused, pick_best
 from training.metrics import word_emission_latencies, within_wer_cap
-from training.evaluation.sets import Utterance
-from training.streaming.evaluate import evaluate_records
-from training.streaming.events import (
+from evaluation.sets import Utterance
+from streaming.evaluate import evaluate_records
+from streaming.events import (
     SAMPLE_RATE,
     Hypothesis,
     Step,

@@ -1,4 +1,4 @@
-"""Long-form evaluation streams (training/evaluation/longform.py): recordings joined back from their segments,
+"""Long-form evaluation streams (evaluation/longform.py): recordings joined back from their segments,
 one speaker's utterances joined into streams of minutes, word times shifted with the audio."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from training.evaluation.longform import join, speaker_streams, whole_recordings
-from training.evaluation.sets import Utterance
+from evaluation.longform import join, speaker_streams, whole_recordings
+from evaluation.sets import Utterance
 
 
 def _utt(utt_id: str, seconds: float, words: tuple[str, ...], recording: str | None = None) -> Utterance:

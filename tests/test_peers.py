@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from training.evaluation.peers import (
+from evaluation.peers import (
     PEER_SOURCE,
     WhisperLiveKitLocalAgreement,
     WhisperLiveKitSimulStreaming,
     _PeerWords,
 )
 from training.metrics import wer_counts
-from training.streaming.events import SAMPLE_RATE, Hypothesis, StreamRecord, chunks, run_stream
+from streaming.events import SAMPLE_RATE, Hypothesis, StreamRecord, chunks, run_stream
 
 UTTERANCES = [("cmu_arctic", "cmu_us_aew_a0002"), ("ljspeech", "LJ001-0008")]
 CHUNK_MS = 1000
@@ -127,7 +127,7 @@ def test_voice_activity_controller_skips_silence_and_keeps_the_words(local_agree
     """whisperlivekit's VAC in front of LocalAgreement-2 (the server's default): two utterances with 2 s of silence
     between them in one stream. The silent chunks run no ASR step, a speech end commits the segment, and the words
     are as accurate as without VAC."""
-    from training.evaluation.vac import VoiceActivityController
+    from evaluation.vac import VoiceActivityController
 
     (a, ref_a), (b, ref_b) = utterances
     gap = np.zeros(2 * SAMPLE_RATE, dtype=np.float32)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from training.evaluation.sets import load_realspeech
-from training.streaming.evaluate import stream_all
-from training.streaming.profiling import COMPONENTS, StepProfile
+from evaluation.sets import load_realspeech
+from streaming.evaluate import stream_all
+from streaming.profiling import COMPONENTS, StepProfile
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def utterance(realspeech: Path):
 
 @pytest.mark.parametrize("beam_size", [None, 4])
 def test_profile_accounts_for_every_step_and_changes_nothing(utterance, beam_size):
-    from training.streaming.engine import CausalStreamingEngine
+    from streaming.engine import CausalStreamingEngine
     from training.weights import load_model
 
     model = load_model("tiny.en")

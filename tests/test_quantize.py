@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from configs.finetune import LoraSettings
-from training.evaluation.sets import load_realspeech
+from evaluation.sets import load_realspeech
 from training.lora import apply_lora
-from training.streaming.quantize import quantize_linears
+from streaming.quantize import quantize_linears
 from training.weights import load_model
 
 
@@ -21,8 +21,8 @@ def utterance(realspeech: Path):
 
 
 def test_every_linear_is_int8_and_the_encoder_output_stays_close(utterance):
-    from training.streaming.encoder import CausalEncoder
-    from training.streaming.frontend import causal_log_mel
+    from streaming.encoder import CausalEncoder
+    from streaming.frontend import causal_log_mel
 
     fp32, int8, encoder_only = load_model("tiny.en"), load_model("tiny.en"), load_model("tiny.en")
     n_linear = sum(isinstance(m, torch.nn.Linear) for m in fp32.modules())
@@ -45,8 +45,8 @@ def test_int8_transcript_of_real_speech_matches_fp32_closely(utterance):
     audio for a transcript comparison to say anything about quantization."""
     import jiwer
 
-    from training.streaming.baselines.offline import OfflineWhisper
-    from training.streaming.evaluate import stream_all
+    from streaming.baselines.offline import OfflineWhisper
+    from streaming.evaluate import stream_all
 
     fp32, int8 = load_model("tiny.en"), load_model("tiny.en")
     quantize_linears(int8, "all")
@@ -66,9 +66,9 @@ def test_a_model_with_lora_layers_is_refused():
 
 def test_bf16_linears_stay_closer_to_fp32_than_int8(utterance):
     """bfloat16 keeps a relative error per element: the encoder output moves far less than with int8."""
-    from training.streaming.encoder import CausalEncoder
-    from training.streaming.frontend import causal_log_mel
-    from training.streaming.quantize import BF16Linear, lower_precision
+    from streaming.encoder import CausalEncoder
+    from streaming.frontend import causal_log_mel
+    from streaming.quantize import BF16Linear, lower_precision
 
     fp32, bf16, int8 = load_model("tiny.en"), load_model("tiny.en"), load_model("tiny.en")
     assert lower_precision(bf16, "bf16-all") == 4 * 6 + 4 * 10

@@ -13,7 +13,7 @@ import soundfile as sf
 
 from conftest import original_weights_adapter
 from recognizer.artifact import NotARecognizer, from_portable, portable
-from training.evaluation.systems import SystemSpec
+from evaluation.systems import SystemSpec
 
 pytestmark = pytest.mark.slow
 CHUNK_MS = 1000
@@ -31,7 +31,7 @@ def uri(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def speech(realspeech: Path, tmp_path_factory):
-    from training.evaluation.sets import load_realspeech
+    from evaluation.sets import load_realspeech
 
     utt = load_realspeech(realspeech, ("cmu_arctic",), limit={"cmu_arctic": 1})[0]
     path = tmp_path_factory.mktemp("audio") / "utt.wav"
@@ -59,8 +59,8 @@ def test_two_pass_round_trips_through_the_registry(uri, adapter, speech, tmp_pat
     import mlflow
 
     from recognizer.registry import load_spec, register_recognizer
-    from training.evaluation.systems import build
-    from training.streaming.events import run_stream
+    from evaluation.systems import build
+    from streaming.events import run_stream
     from training.tracking import client
 
     path, audio = speech

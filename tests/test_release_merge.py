@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from test_intervals import _rows
 
-from training.evaluation.ledger import record_scoring, scored_per_system
-from training.evaluation.merge import MergeError, budget_coverage, merge_release
-from training.evaluation.report import score_rows
+from evaluation.ledger import record_scoring, scored_per_system
+from evaluation.merge import MergeError, budget_coverage, merge_release
+from evaluation.report import score_rows
 
 SET = {"audio_sha256": "a" * 64, "n_utterances": 80, "n_words": 900, "seconds": 300.0, "speakers": 5,
        "splits": ["test"]}
@@ -73,7 +73,7 @@ def test_the_ledger_counts_each_system_and_the_report_lists_unscored_budgets(tmp
 
 
 def test_the_markdown_says_what_is_not_scored_yet():
-    from training.evaluation.report import markdown
+    from evaluation.report import markdown
 
     ref = "LA-2 1000 ms"
     report = merge_release(None, _part(["offline", "ours 300 ms"], "t1"), reference=ref,

@@ -192,7 +192,7 @@ def test_training_reads_a_dataset_version_from_s3(realspeech, tmp_path, s3_bucke
     from data.leakage import check_held_out
     from data.manifest import read_manifest, read_rejects
     from training.causal.data import dataset_ref, read_all, read_utterances
-    from training.evaluation.sets import describe, load_split
+    from evaluation.sets import describe, load_split
 
     local = _version_folder(realspeech, tmp_path)
     url = fs.join(s3_bucket, "datasets", "tiny", "tiny-v1")

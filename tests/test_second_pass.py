@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from training.evaluation.sets import load_realspeech
-from training.streaming.evaluate import evaluate_records, stream_all
-from training.streaming.events import Hypothesis
-from training.streaming.second_pass import TwoPassStreaming, Verifier, agreed, echo_length, norm_word
+from evaluation.sets import load_realspeech
+from streaming.evaluate import evaluate_records, stream_all
+from streaming.events import Hypothesis
+from streaming.second_pass import TwoPassStreaming, Verifier, agreed, echo_length, norm_word
 
 HUSH = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "hush_word_tiny.en"
 
@@ -44,8 +44,8 @@ def test_an_echo_of_the_final_words_is_cut():
 
 def test_two_pass_finals_are_monotone_early_and_as_good_as_offline(tiny, utterances):
     from training.hush_word.frontend import load_hush_word
-    from training.streaming.baselines.offline import OfflineWhisper
-    from training.streaming.engine import CausalStreamingEngine
+    from streaming.baselines.offline import OfflineWhisper
+    from streaming.engine import CausalStreamingEngine
 
     causal = CausalStreamingEngine(tiny, 300, 600, pad_silence=True)
     system = TwoPassStreaming(causal, Verifier(tiny, load_hush_word(HUSH), "hush"), every_ms=600,
@@ -68,7 +68,7 @@ def test_two_pass_finals_are_monotone_early_and_as_good_as_offline(tiny, utteran
 
 
 def test_bad_settings_are_refused(tiny):
-    from training.streaming.engine import CausalStreamingEngine
+    from streaming.engine import CausalStreamingEngine
 
     with pytest.raises(ValueError, match="hush word"):
         Verifier(tiny, None, "hush")
@@ -91,12 +91,12 @@ class _Scripted:
         pass
 
     def feed(self, samples):
-        from training.streaming.events import Hypothesis
+        from streaming.events import Hypothesis
 
         return Hypothesis((), tuple(self.answers.pop(0)))
 
     def __call__(self, audio, final_tokens, last=False):
-        from training.streaming.second_pass import _Words
+        from streaming.second_pass import _Words
 
         words = self.answers.pop(0)
         return _Words(words, [[i] for i, _ in enumerate(words)])

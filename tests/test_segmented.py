@@ -1,4 +1,4 @@
-"""Streams of any length (training/streaming/segmented.py): segments end at a quiet chunk past segment_ms, at
+"""Streams of any length (streaming/segmented.py): segments end at a quiet chunk past segment_ms, at
 max_segment_ms in any case, no word is lost, and a step's cost does not grow with the stream.
 
 Scripted recognizers (no model) for the rules; the real causal engine on 70 s of real speech for the overflow."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from training.streaming.events import SAMPLE_RATE, Hypothesis, run_stream
-from training.streaming.segmented import MAX_SEGMENT_MS, Segmented, dbfs
+from streaming.events import SAMPLE_RATE, Hypothesis, run_stream
+from streaming.segmented import MAX_SEGMENT_MS, Segmented, dbfs
 
 CHUNK_MS = 500
 
@@ -96,8 +96,8 @@ def test_step_cost_does_not_grow_with_the_stream():
 
 def test_the_causal_engine_streams_past_30_s(realspeech):
     """70 s of real speech through the evaluate stage's own builder: no context overflow, words after 30 s."""
-    from training.evaluation.sets import load_realspeech
-    from training.evaluation.systems import SystemSpec, build
+    from evaluation.sets import load_realspeech
+    from evaluation.systems import SystemSpec, build
 
     utts = load_realspeech(realspeech, ("cmu_arctic", "ljspeech"), limit={"cmu_arctic": 4, "ljspeech": 4})
     audio = np.concatenate([u.audio for u in utts] * 4)[: 70 * SAMPLE_RATE]

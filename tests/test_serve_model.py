@@ -48,7 +48,7 @@ def registry(tmp_path_factory):
 def server(registry, ray_cluster):
     from ray import serve
 
-    from training.serving.app import ServeSettings, run
+    from serving.app import ServeSettings, run
 
     settings = ServeSettings(tracking_uri=registry["uri"], registered_model=NAME, alias="champion", max_streams=3,
                              compute_threads=1, torch_threads=1, poll_s=1.0, max_backlog_ms=1500, idle_timeout_s=20)
@@ -59,7 +59,7 @@ def server(registry, ray_cluster):
 
 @pytest.fixture(scope="module")
 def speech(realspeech: Path):
-    from training.evaluation.sets import load_realspeech
+    from evaluation.sets import load_realspeech
 
     utt = load_realspeech(realspeech, ("cmu_arctic",), limit={"cmu_arctic": 1})[0]
     pcm = np.clip(np.round(utt.audio * 32767), -32768, 32767).astype("<i2")
@@ -71,8 +71,8 @@ def reference(registry, speech):
     """The engine of the served version, loaded the way a replica loads it, run offline on the same samples."""
     import torch
 
-    from training.serving.models import load, resolve
-    from training.streaming.events import run_stream
+    from serving.models import load, resolve
+    from streaming.events import run_stream
 
     served = load(registry["uri"], resolve(registry["uri"], NAME, "champion"))
     threads = torch.get_num_threads()

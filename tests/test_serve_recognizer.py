@@ -22,7 +22,7 @@ CHUNK_MS = 1000
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
     from recognizer.registry import register_recognizer
-    from training.evaluation.systems import SystemSpec
+    from evaluation.systems import SystemSpec
     from training.tracking import client
 
     root = tmp_path_factory.mktemp("recognizer-registry")
@@ -38,7 +38,7 @@ def registry(tmp_path_factory):
 def server(registry, ray_cluster):
     from ray import serve
 
-    from training.serving.app import ServeSettings, run
+    from serving.app import ServeSettings, run
 
     settings = ServeSettings(tracking_uri=registry["uri"], registered_model=registry["registered_model"],
                              alias="champion", max_streams=2, compute_threads=1, torch_threads=1, poll_s=5.0,
@@ -50,7 +50,7 @@ def server(registry, ray_cluster):
 
 @pytest.fixture(scope="module")
 def speech(realspeech: Path):
-    from training.evaluation.sets import Utterance, load_realspeech
+    from evaluation.sets import Utterance, load_realspeech
 
     utts = load_realspeech(realspeech, ("cmu_arctic", "ljspeech"), limit={"cmu_arctic": 1, "ljspeech": 10})
     gap = np.zeros(8000, dtype=np.float32)  # 0.5 s between sentences, as a reader pauses
@@ -74,7 +74,7 @@ def _evaluated(registry, utterances, tmp_path) -> list[str]:
     """What `whisperline evaluate --model models:/NAME@champion` scores: the spec read back from the registry,
     built by the one builder, every utterance streamed (PCM16-rounded audio, as the socket carries it)."""
     from recognizer.registry import load_spec
-    from training.evaluation.report import evaluate_systems
+    from evaluation.report import evaluate_systems
 
     spec, version = load_spec(registry["uri"], f"models:/{registry['registered_model']}@champion", tmp_path)
     assert version["version"] == registry["version"] and spec.kind == "two-pass"
@@ -84,8 +84,8 @@ def _evaluated(registry, utterances, tmp_path) -> list[str]:
 
 
 def test_served_two_pass_champion_gives_the_evaluated_transcript(server, registry, speech, tmp_path):
-    from training.evaluation.sets import Utterance
-    from training.serving.client import stream_samples
+    from evaluation.sets import Utterance
+    from serving.client import stream_samples
 
     short, long = speech["short"], speech["long"]
     pcm_short, pcm_long = _pcm(short.audio), _pcm(long.audio)

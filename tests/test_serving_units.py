@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from training.serving.protocol import ProtocolError, decode_frame, parse_config, parse_text
-from training.serving.session import StreamSession
-from training.streaming.events import run_stream
+from serving.protocol import ProtocolError, decode_frame, parse_config, parse_text
+from serving.session import StreamSession
+from streaming.events import run_stream
 
 
 @pytest.fixture(scope="module")
 def engine():
-    from training.streaming.engine import CausalStreamingEngine
+    from streaming.engine import CausalStreamingEngine
     from training.weights import load_model
 
     return CausalStreamingEngine(load_model("tiny.en"), 300, 600, pad_silence=True)
@@ -25,7 +25,7 @@ def engine():
 
 @pytest.fixture(scope="module")
 def utterance(realspeech: Path):
-    from training.evaluation.sets import load_realspeech
+    from evaluation.sets import load_realspeech
 
     return load_realspeech(realspeech, ("cmu_arctic",), limit={"cmu_arctic": 2})[1]
 
@@ -132,7 +132,7 @@ def test_a_long_stream_is_cut_into_segments_inside_the_30_s_context(engine, utte
 
 def test_engines_on_one_model_share_the_vocabulary_projection(engine):
     """A server builds one engine per stream: the int8 vocabulary copy (20 MB for tiny) is made once per model."""
-    from training.streaming.engine import CausalStreamingEngine
+    from streaming.engine import CausalStreamingEngine
 
     other = CausalStreamingEngine(engine.model, 300, 600)
     assert other.decoder.decoder._vocab_projection() is engine.decoder.decoder._vocab_projection()

@@ -10,8 +10,8 @@ import torch
 import whisper
 from whisper.tokenizer import get_tokenizer
 
-from training.streaming.beam import StreamingBeamDecoder
-from training.streaming.decoding import StreamingGreedyDecoder, split_words
+from streaming.beam import StreamingBeamDecoder
+from streaming.decoding import StreamingGreedyDecoder, split_words
 
 
 @pytest.fixture(scope="module")

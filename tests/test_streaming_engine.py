@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from training.streaming.engine import CausalStreamingEngine
-from training.evaluation.sets import load_realspeech
-from training.streaming.evaluate import evaluate_records, stream_all
-from training.streaming.events import Hypothesis, chunks, run_stream
+from streaming.engine import CausalStreamingEngine
+from evaluation.sets import load_realspeech
+from streaming.evaluate import evaluate_records, stream_all
+from streaming.events import Hypothesis, chunks, run_stream
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_finish_flushes_silence_so_a_clip_ending_on_its_last_word_is_decoded_to_
     """A tuned model writes a word once it has heard its end and a margin: finish() feeds `flush_ms` of silence
     first, as one step of whole chunks. Cut on the chunk grid, a clip with the flush decodes exactly like the clip
     followed by that silence in one piece."""
-    from training.streaming.engine import FLUSH_MS
+    from streaming.engine import FLUSH_MS
 
     utt = utterances[1]
     pieces = int(np.ceil((utt.words[-1][2] * 16 - 200) / 4800))  # 300 ms pieces up to the last word's end

@@ -21,9 +21,9 @@ from data import fs
 from data.manifest import read_manifest
 from data.shards import iter_shard_samples
 from training.causal.samples import Row, draw_sample_points, pad_rows, target_row, tokens_done, valid_boundaries
-from training.evaluation.sets import Utterance
-from training.streaming.frontend import causal_log_mel
-from training.streaming.mask import FRAME_MS
+from evaluation.sets import Utterance
+from streaming.frontend import causal_log_mel
+from streaming.mask import FRAME_MS
 
 SAMPLE_RATE = 16_000
 MAX_SAMPLES = 30 * SAMPLE_RATE  # Whisper's context

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from configs.finetune import default_tau0_ms
 from training.causal.validate import streaming_scores
-from training.evaluation.sets import Utterance
+from evaluation.sets import Utterance
 
 
 def load_tuned(model_name: str, adapter_dir: str | Path | None, merge: bool = True,
@@ -17,7 +17,7 @@ def load_tuned(model_name: str, adapter_dir: str | Path | None, merge: bool = Tr
     ``merge``: fold the adapter into the base weights (``training.lora.merge_adapter``): the same arithmetic up
     to float rounding, −20 % compute (tiny.en, 300 ms, benchmarks/results/streaming.md). ``precision``: then
     lower the Linear layers to bfloat16 or int8, of the encoder or of encoder and decoder (``"bf16-all"``,
-    ``"int8-encoder"``, ...: ``training.streaming.quantize.PRECISIONS``; implies ``merge``)."""
+    ``"int8-encoder"``, ...: ``streaming.quantize.PRECISIONS``; implies ``merge``)."""
     from training.lora import load_adapter, merge_adapter
     from training.weights import checkpoint_sha256, load_model
 
@@ -27,7 +27,7 @@ def load_tuned(model_name: str, adapter_dir: str | Path | None, merge: bool = Tr
         if merge or precision:
             merge_adapter(model)
     if precision:
-        from training.streaming.quantize import lower_precision
+        from streaming.quantize import lower_precision
 
         lower_precision(model, precision)
     return model.eval()

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from training.causal.data import SamplePointBatch
 from training.causal.samples import IGNORE
-from training.streaming.encoder import CausalEncoder
+from streaming.encoder import CausalEncoder
 
 
 class SamplePointLoss(nn.Module):

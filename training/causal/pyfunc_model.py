@@ -35,14 +35,14 @@ class CausalStreamingModel(PythonModel):
 
     def engine(self, chunk_ms: int | None = None):
         """A new streaming engine on this model (one per stream: the weights are shared, the state is not)."""
-        from training.streaming.engine import CausalStreamingEngine
+        from streaming.engine import CausalStreamingEngine
 
         chunk_ms = int(chunk_ms or self.meta["chunk_ms"])
         return CausalStreamingEngine(self.model, chunk_ms=chunk_ms, tau0_ms=max(int(self.meta["tau0_ms"]), chunk_ms))
 
     def predict(self, context, model_input: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
         from data.audio import load_audio
-        from training.streaming.events import run_stream
+        from streaming.events import run_stream
 
         chunk_ms = int((params or {}).get("chunk_ms") or self.meta["chunk_ms"])
         engine = self.engine(chunk_ms)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from training.streaming.mask import FRAME_MS, block_sizes
+from streaming.mask import FRAME_MS, block_sizes
 
 IGNORE = -100
 

@@ -34,7 +34,7 @@ from training.emma.alignment import (
     preserve_mass,
 )
 from training.emma.p_choose import EmmaPolicy
-from training.streaming.mask import FRAME_MS
+from streaming.mask import FRAME_MS
 
 FRAME_S = FRAME_MS / 1000
 

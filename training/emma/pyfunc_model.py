@@ -29,7 +29,7 @@ class EmmaStreamingModel(PythonModel):
     def engine(self, chunk_ms: int | None = None, **params):
         """A new streaming engine with the policy's read/write decisions (``params``: ``t_emma``, ``max_stall``)."""
         from training.emma.decoding import emma_decoder
-        from training.streaming.engine import CausalStreamingEngine
+        from streaming.engine import CausalStreamingEngine
 
         if chunk_ms not in (None, self.cfg.chunk_ms):
             raise ValueError(f"this policy is trained at {self.cfg.chunk_ms} ms chunks, not {chunk_ms}")
@@ -40,7 +40,7 @@ class EmmaStreamingModel(PythonModel):
 
     def predict(self, context, model_input: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
         from data.audio import load_audio
-        from training.streaming.events import run_stream
+        from streaming.events import run_stream
 
         if "audio_path" not in model_input:
             raise ValueError(f"expected a DataFrame with an 'audio_path' column, got columns {list(model_input)}")

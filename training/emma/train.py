@@ -23,9 +23,9 @@ from training.causal.loop import lr_lambda
 from training.emma.artifact import save_policy, value_parameters
 from training.emma.objective import EmmaLoss, make_batch
 from training.emma.p_choose import EmmaPolicy
-from training.streaming.encoder import CausalEncoder
-from training.evaluation.sets import Utterance
-from training.streaming.evaluate import evaluate_records, stream_all
+from streaming.encoder import CausalEncoder
+from evaluation.sets import Utterance
+from streaming.evaluate import evaluate_records, stream_all
 
 EVAL_KEYS = ("wer", "rwer", "arwer", "al_ms", "laal_ms", "dal_ms", "al_ca_ms", "rtf", "word_latency_ms_median")
 
@@ -116,7 +116,7 @@ def train_policy(cfg: EmmaConfig, out_dir: str | Path, report: Callable[[dict[st
 def evaluate_policy(model, policy: EmmaPolicy, utterances: Sequence[Utterance], chunk_ms: int, tau0_ms: int,
                     t_emma: float, max_stall: int, decision: str = "min") -> dict[str, float]:
     """Stream every utterance through the causal engine under the policy and score it like every other system."""
-    from training.streaming.engine import CausalStreamingEngine
+    from streaming.engine import CausalStreamingEngine
 
     from training.emma.decoding import emma_decoder
 

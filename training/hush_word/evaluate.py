@@ -18,8 +18,8 @@ from training.hush_word.frontend import variable_length_view
 from training.hush_word.transcribe import CONDITIONS, condition_mel, decode
 from training.metrics import wer_counts
 from training.metrics.text import normalized_words
-from training.evaluation.sets import Utterance
-from training.streaming.macs import encoder_macs_offline
+from evaluation.sets import Utterance
+from streaming.macs import encoder_macs_offline
 
 
 def hallucinated_words(reference: str, hypothesis: str) -> int:

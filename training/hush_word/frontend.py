@@ -62,7 +62,7 @@ def _log_mel(x: Tensor, n_mels: int) -> Tensor:
 
 def encode(model, mel: Tensor) -> Tensor:
     """Whisper's encoder on a real-length mel [B, n_mels, T] → [B, T/2, d]."""
-    from training.streaming.encoder import CausalEncoder
+    from streaming.encoder import CausalEncoder
 
     return CausalEncoder(model.encoder, 20, 20, exact=False)(mel, mask=None)
 
@@ -74,7 +74,7 @@ def variable_length_view(model):
     against (1500, d), so a real-length mel goes through this encoder)."""
     import copy
 
-    from training.streaming.encoder import CausalEncoder
+    from streaming.encoder import CausalEncoder
 
     class _Encoder(torch.nn.Module):
         def __init__(self, encoder) -> None:

@@ -7,7 +7,7 @@ Conventions (speech input, text output, SimulEval's defaults ``--eval-latency-un
   the computation-aware ("_CA") variants use ``elapsed[i]`` instead: any computation-aware emission time the
   caller measures. SimulEval's own is ``delays[i] + cumulative wall ms`` (:func:`computation_aware_delays`);
   the streaming evaluator passes the real-time queue clock (finish time of the step that committed the word,
-  ``training/streaming/events.py``), which does not charge a system that keeps up with real time for compute
+  ``streaming/events.py``), which does not charge a system that keeps up with real time for compute
   that overlapped with waiting for audio. The formulas are the same for either.
 * ``source_length``: |X| in ms (``num_samples * 1000 / sample_rate``, :func:`source_length_ms`).
 * ``reference_length``: |Y| in words, SimulEval counts ``len(reference.split(" "))``

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from training.streaming.decoding import StreamingDecoderBase, word_tokens
-from training.streaming.encoder import CausalEncoder
-from training.streaming.events import SAMPLE_RATE, Hypothesis
+from streaming.decoding import StreamingDecoderBase, word_tokens
+from streaming.encoder import CausalEncoder
+from streaming.events import SAMPLE_RATE, Hypothesis
 
 
 def norm_word(word: str) -> str:

@@ -79,7 +79,7 @@ class FasterWhisperOffline:
         self._audio = []
 
     def feed(self, samples):
-        from training.streaming.events import Hypothesis
+        from streaming.events import Hypothesis
 
         self._audio.append(samples)
         return Hypothesis(())
@@ -87,7 +87,7 @@ class FasterWhisperOffline:
     def finish(self):
         import numpy as np
 
-        from training.streaming.events import Hypothesis
+        from streaming.events import Hypothesis
 
         audio = np.concatenate(self._audio) if self._audio else np.zeros(0, dtype=np.float32)
         return Hypothesis(tuple(faster_whisper_text(self.model, audio).split()))
@@ -113,11 +113,11 @@ def faster_whisper_text(model, audio) -> str:
 
 def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
     """(recognizer, source) for ``spec``. Our streaming systems come wrapped in
-    ``training.streaming.segmented.Segmented`` (streams of any length, the segmentation the live server uses);
+    ``streaming.segmented.Segmented`` (streams of any length, the segmentation the live server uses);
     the peers trim their own buffers, as their servers do."""
     recognizer, source = _build(spec, models or _Models())
     if spec.kind in ("causal", "two-pass"):
-        from training.streaming.segmented import Segmented
+        from streaming.segmented import Segmented
 
         recognizer = Segmented(recognizer)
     return recognizer, source
@@ -125,13 +125,13 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
 
 def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
     if spec.kind == "offline":
-        from training.streaming.baselines.offline import OfflineWhisper
+        from streaming.baselines.offline import OfflineWhisper
 
         return OfflineWhisper(models.get(spec.model, None)), "ours"
     if spec.kind == "faster-whisper":
         return FasterWhisperOffline(spec.model), f"pypi:faster-whisper=={_version('faster-whisper')}"
     if spec.kind == "two-pass":
-        from training.streaming.second_pass import TwoPassStreaming, Verifier
+        from streaming.second_pass import TwoPassStreaming, Verifier
 
         hush = None
         if spec.hush_dir:
@@ -145,7 +145,7 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                                 self_agreement=bool(spec.self_agreement)), "ours"
     if spec.kind == "causal":
         from configs.finetune import default_tau0_ms
-        from training.streaming.engine import CausalStreamingEngine
+        from streaming.engine import CausalStreamingEngine
 
         chunk = spec.chunk_ms or 300
         tau0 = spec.tau0_ms or default_tau0_ms(chunk)
@@ -166,7 +166,7 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                                            **policy)
         return engine, "ours"
     if spec.kind in ("whisperlivekit-la", "whisperlivekit-simul"):
-        from training.evaluation.peers import (PEER_SOURCE, WhisperLiveKitLocalAgreement,
+        from evaluation.peers import (PEER_SOURCE, WhisperLiveKitLocalAgreement,
                                                WhisperLiveKitSimulStreaming)
 
         cls = WhisperLiveKitLocalAgreement if spec.kind == "whisperlivekit-la" else WhisperLiveKitSimulStreaming

@@ -1,6 +1,6 @@
 """One live stream: audio in frames of any size → the engine in its own chunk pieces → word events (plain, sync).
 
-The pieces are exactly the ones ``training.streaming.events.run_stream`` feeds (the first one longer by the
+The pieces are exactly the ones ``streaming.events.run_stream`` feeds (the first one longer by the
 engine's look-ahead, then whole chunks, the rest at the end), so a live stream of an utterance yields the same
 transcript as the offline-streamed evaluation of the same audio, whatever the client's frame sizes.
 
@@ -11,7 +11,7 @@ one step each, so a recognizer that is briefly slower than real time catches up 
 sends a file faster than real time and wants the evaluated transcript bit for bit asks for ``catch_up: false``.
 
 A live stream can outlast Whisper's 30 s encoder context: the engine is wrapped in
-``training.streaming.segmented.Segmented``, the segmentation the evaluate stage uses too, so a stream gives the same
+``streaming.segmented.Segmented``, the segmentation the evaluate stage uses too, so a stream gives the same
 words whether it is evaluated or served.
 """
 
@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from training.streaming.events import SAMPLE_RATE, Hypothesis
-from training.streaming.segmented import MAX_SEGMENT_MS, SEGMENT_MS, Segmented
+from streaming.events import SAMPLE_RATE, Hypothesis
+from streaming.segmented import MAX_SEGMENT_MS, SEGMENT_MS, Segmented
 
 
 @dataclass

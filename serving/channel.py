@@ -6,7 +6,7 @@ from pathlib import Path
 from fastapi import WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from training.serving.protocol import ProtocolError
+from serving.protocol import ProtocolError
 
 END, DISCONNECTED = object(), object()
 

@@ -1,4 +1,4 @@
-"""whisperlivekit's voice-activity controller in front of a peer adapter (training.evaluation.peers, `vac=True`).
+"""whisperlivekit's voice-activity controller in front of a peer adapter (evaluation.peers, `vac=True`).
 
 whisperlivekit's server runs Silero VAD (the ONNX model shipped in the package) over the incoming audio in 40 ms
 pieces and hands its ASR only speech, with a silence event at each speech end and start. This class reproduces that
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from training.streaming.events import SAMPLE_RATE
+from streaming.events import SAMPLE_RATE
 
 
 class VoiceActivityController:

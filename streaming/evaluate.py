@@ -36,8 +36,8 @@ from training.metrics import (
 )
 from training.metrics.emission import WordLatency
 from training.metrics.text import ErrorCounts
-from training.evaluation.sets import Utterance
-from training.streaming.events import StreamingRecognizer, StreamRecord, run_stream
+from evaluation.sets import Utterance
+from streaming.events import StreamingRecognizer, StreamRecord, run_stream
 
 
 LATENCY_KEYS = {"LAAL": "laal_ms", "AL": "al_ms", "DAL": "dal_ms", "AP": "ap",
@@ -124,7 +124,7 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
 
 def per_utterance(records: Sequence[StreamRecord], utterances: Sequence[Utterance]) -> list[dict]:
     """One entry per utterance, in order, from the code paths :func:`evaluate_records` pools: what the evaluate
-    stage keeps so that every corpus number can be recomputed, and resampled (``training/evaluation/intervals.py``).
+    stage keeps so that every corpus number can be recomputed, and resampled (``evaluation/intervals.py``).
 
     ``ref_words`` / ``errors``: N and S + D + I of the utterance in the same jiwer alignment as the corpus WER
     (``utterance_counts``; ``wer_counts`` is their sum), so Σ errors / Σ ref_words is the row's WER exactly.

@@ -7,7 +7,7 @@ segments stay committed, so the hypothesis is the whole stream's. Why segments a
 causal engine and the two-pass verifier both attend to all audio of their segment, so the cost of a step is
 bounded by the segment, never by the stream, and minutes of silence are so many empty segments.
 
-The evaluate stage and the live server wrap their recognizer in this one class (``training.serving.session``
+The evaluate stage and the live server wrap their recognizer in this one class (``serving.session``
 feeds it the pieces ``run_stream`` feeds), so a stream gives the same words whether it is evaluated or served.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from training.streaming.events import SAMPLE_RATE, Hypothesis, StreamingRecognizer
+from streaming.events import SAMPLE_RATE, Hypothesis, StreamingRecognizer
 
 QUIET_DBFS = -45.0
 SEGMENT_MS = 24_000

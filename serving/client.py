@@ -1,4 +1,4 @@
-"""A WebSocket client of the live recognizer (``training.serving.app``): stream an audio file as a microphone would.
+"""A WebSocket client of the live recognizer (``serving.app``): stream an audio file as a microphone would.
 
 The file is read (any rate: resampled to 16 kHz mono), sent as PCM16 frames of ``frame_ms`` at their audio time
 (``realtime``) or as fast as the socket takes them, then ``end``; the events are collected until the server's

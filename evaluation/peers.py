@@ -1,6 +1,6 @@
 """The real public streaming peers (whisperlivekit from PyPI) behind `StreamingRecognizer`, fully offline.
 
-Our re-implementations (training/streaming/baselines/) say what the algorithms are; these adapters run the
+Our re-implementations (streaming/baselines/) say what the algorithms are; these adapters run the
 published code itself, so a comparison cannot be blamed on a re-implementation:
 
 * `WhisperLiveKitLocalAgreement`: ufal whisper_streaming's LocalAgreement-2 as whisperlivekit ships it
@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from training.evaluation.vac import VoiceActivityController
-from training.streaming.events import SAMPLE_RATE, Hypothesis
+from evaluation.vac import VoiceActivityController
+from streaming.events import SAMPLE_RATE, Hypothesis
 
 __all__ = ["INSTALL_COMMAND", "PEER_SOURCE", "PeerUnavailable", "WhisperLiveKitLocalAgreement",
            "WhisperLiveKitSimulStreaming"]

@@ -19,11 +19,11 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from training.streaming.beam import StreamingBeamDecoder
-from training.streaming.decoding import CachePolicy, StreamingGreedyDecoder
-from training.streaming.encoder import CausalEncoder
-from training.streaming.events import Hypothesis
-from training.streaming.frontend import StreamingLogMel, causal_log_mel
+from streaming.beam import StreamingBeamDecoder
+from streaming.decoding import CachePolicy, StreamingGreedyDecoder
+from streaming.encoder import CausalEncoder
+from streaming.events import Hypothesis
+from streaming.frontend import StreamingLogMel, causal_log_mel
 
 
 class StreamingDecoder(Protocol):

@@ -5,7 +5,7 @@ scores; ``training.causal.pyfunc_model`` / ``training.emma.pyfunc_model`` for a 
 (artifacts, base weights checked against the recorded sha256), so a served model is exactly what the registry
 promoted; the server then asks it for one engine per stream (``engine(chunk_ms)``). For speed the loaded weights
 are then made inference-only: the LoRA adapter merged into them and the Linear layers lowered to ``precision``
-(``training.streaming.quantize``; bf16 by default: 0.67 % of the words differ from fp32 on train + dev at 300 ms,
+(``streaming.quantize``; bf16 by default: 0.67 % of the words differ from fp32 on train + dev at 300 ms,
 1.6× faster — benchmarks/results/streaming.md).
 """
 
@@ -77,7 +77,7 @@ class ServedModel:
     def transcribe(self, samples: np.ndarray, chunk_ms: int | None = None) -> dict[str, Any]:
         """The whole audio streamed through a fresh engine, as a live stream would be (what the pyfunc's
         ``predict`` does for a file, and past 30 s too: in segments)."""
-        from training.serving.session import StreamSession
+        from serving.session import StreamSession
 
         session = StreamSession(self.engine(chunk_ms), catch_up=False)  # a file: every chunk its own step
         session.push(samples)
@@ -106,7 +106,7 @@ def load(tracking_uri: str, version: ServedVersion, precision: str | None = "bf1
     model = python_model.model
     merge_adapter(model)  # no-op where the pyfunc already merged (EMMA's load_tuned)
     if precision:
-        from training.streaming.quantize import lower_precision
+        from streaming.quantize import lower_precision
 
         lower_precision(model, precision)
     model.eval()

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from training.evaluation import intervals
-from training.evaluation.report import OFFLINE_KINDS, score_rows
+from evaluation import intervals
+from evaluation.report import OFFLINE_KINDS, score_rows
 
 
 class MergeError(ValueError):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from training.streaming.events import SAMPLE_RATE, Hypothesis
+from streaming.events import SAMPLE_RATE, Hypothesis
 
 if TYPE_CHECKING:
     from whisper.model import Whisper

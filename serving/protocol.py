@@ -59,7 +59,7 @@ class StreamConfig:
     sample_rate: int = SAMPLE_RATE
     format: str = "pcm16"
     chunk_ms: int | None = None  # None: the model's own
-    catch_up: bool = True  # behind real time: every waiting whole chunk in one step (training.serving.session)
+    catch_up: bool = True  # behind real time: every waiting whole chunk in one step (serving.session)
 
 
 def parse_text(text: str) -> dict[str, Any]:

@@ -1,12 +1,12 @@
-"""The offline baseline behind `training.streaming.events.StreamingRecognizer`: :class:`OfflineWhisper`, the whole
+"""The offline baseline behind `streaming.events.StreamingRecognizer`: :class:`OfflineWhisper`, the whole
 utterance decoded once at the end (accuracy ceiling; mel hook for the hush-word front end). It takes an already
 loaded openai-whisper model (shared, never modified) plus options.
 
 The streaming policies the project compares against are the real ones from PyPI (whisperlivekit's LocalAgreement-2
-and SimulStreaming/AlignAtt: ``training.evaluation.peers``); our own re-implementations of them were removed once
+and SimulStreaming/AlignAtt: ``evaluation.peers``); our own re-implementations of them were removed once
 the peers ran in every evaluation.
 """
 
-from training.streaming.baselines.offline import PADDINGS, OfflineWhisper, decoding_language, pad30_mel
+from streaming.baselines.offline import PADDINGS, OfflineWhisper, decoding_language, pad30_mel
 
 __all__ = ["PADDINGS", "OfflineWhisper", "decoding_language", "pad30_mel"]

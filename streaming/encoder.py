@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from training.streaming.mask import FRAME_MS, block_causal_mask, block_end_of, block_sizes
+from streaming.mask import FRAME_MS, block_causal_mask, block_end_of, block_sizes
 
 MEL_PER_FRAME = 2  # conv2 stride
 LOOKAHEAD_MEL_FRAMES = 1  # mel frames needed past the last mel frame of a block (2e+1 frames for block end e)

@@ -18,7 +18,7 @@ from itertools import groupby
 
 import numpy as np
 
-from training.evaluation.sets import Utterance
+from evaluation.sets import Utterance
 
 SAMPLE_RATE = 16_000
 

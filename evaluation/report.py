@@ -1,12 +1,12 @@
 """The evaluate stage: every system streams the same held-out utterances in one run, scored the same way.
 
-``evaluate_systems`` builds each :class:`~training.evaluation.systems.SystemSpec`, warms it up on one utterance
+``evaluate_systems`` builds each :class:`~evaluation.systems.SystemSpec`, warms it up on one utterance
 that is not scored, streams the test set through ``run_stream`` (one real-time-queue clock for all) and scores it
 with ``evaluate_records``. Systems whose WER is not within the cap of the best offline system's are marked and kept
 off the Pareto front of WER against word latency (a system that hallucinates must not look fast).
 
 Every row keeps its per-utterance results (``per_utterance``: the numbers the corpus metrics pool) and 95 %
-paired-bootstrap intervals (``training/evaluation/intervals.py``) of WER, median word latency and RTF, and every
+paired-bootstrap intervals (``evaluation/intervals.py``) of WER, median word latency and RTF, and every
 system but the reference its difference to the reference system on the same utterances with a verdict
 (``better`` / ``worse`` / ``not separable``). ``write_report`` writes ``<name>.json`` / ``.md`` / ``_pareto.png``;
 ``log_report`` puts the same into an MLflow run.
@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from training.evaluation import intervals
-from training.evaluation.sets import Utterance
-from training.evaluation.systems import SystemSpec, _Models, build
+from evaluation import intervals
+from evaluation.sets import Utterance
+from evaluation.systems import SystemSpec, _Models, build
 from training.metrics.gate import WER_CAP_POINTS, pareto_front, within_wer_cap
-from training.streaming.evaluate import evaluate_records, per_utterance, stream_all
+from streaming.evaluate import evaluate_records, per_utterance, stream_all
 
 ROW_KEYS = ("wer", "rwer", "arwer", "laal_ms", "al_ms", "word_latency_ms_median", "word_latency_ms_p90",
             "first_word_latency_ms_median", "word_latency_lower_bound_ms_median", "step_ms_median", "step_ms_p90",
@@ -280,7 +280,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def _parts_notes(result: dict[str, Any]) -> list[str]:
-    """What a release scored in parts (training.evaluation.merge) has not scored yet, and how often each row's
+    """What a release scored in parts (evaluation.merge) has not scored yet, and how often each row's
     system was scored on this test set."""
     notes = []
     if result.get("reference_missing"):

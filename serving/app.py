@@ -2,7 +2,7 @@
 
 Routes (one FastAPI ingress, bound to 127.0.0.1 by ``run``):
   ``GET /``             the browser page (microphone → AudioWorklet → 16 kHz → WebSocket; live words, latency)
-  ``WS  /ws``           one stream per connection (``training.serving.protocol``)
+  ``WS  /ws``           one stream per connection (``serving.protocol``)
   ``POST /transcribe``  a whole audio file (wav/flac/ogg, any rate: resampled) → the transcript (the pyfunc contract)
   ``GET /healthz``      live streams, capacity, the version served, the registry watcher's state
   ``GET /version``      model name, version, alias, base sha256, dataset versions, precision, chunk sizes
@@ -17,7 +17,7 @@ Back-pressure: frames go from the socket to the engine through a queue bounded b
 client that sends faster than the engine computes fills it, gets one ``warning`` (``backpressure``) and is then
 read only as fast as the engine goes (TCP flow control slows it): nothing is buffered without bound. A live stream
 whose engine falls behind catches up instead: every frame waiting when a step ends goes into the next step, its
-whole chunks as one feed (``training.serving.session``; a client may ask for chunk-by-chunk feeding instead).
+whole chunks as one feed (``serving.session``; a client may ask for chunk-by-chunk feeding instead).
 
 Hot swap: a watcher thread resolves the alias every ``poll_s``; when it names another version, that version is
 loaded next to the current one and then becomes current. A stream keeps the model it started with until it ends
@@ -42,8 +42,8 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from ray import serve
 from starlette.websockets import WebSocketDisconnect
 
-from training.serving.channel import DISCONNECTED, END, Backlog, close_with, rss_mb
-from training.serving.protocol import (FORMATS, MAX_FRAME_S, SAMPLE_RATE, ProtocolError, StreamConfig, decode_frame,
+from serving.channel import DISCONNECTED, END, Backlog, close_with, rss_mb
+from serving.protocol import (FORMATS, MAX_FRAME_S, SAMPLE_RATE, ProtocolError, StreamConfig, decode_frame,
                                        parse_config, parse_text)
 
 log = logging.getLogger("whisperline.serving")
@@ -74,7 +74,7 @@ class Recognizer:
     def __init__(self, settings: ServeSettings) -> None:
         import torch
 
-        from training.serving.models import load, resolve
+        from serving.models import load, resolve
 
         torch.set_num_threads(settings.torch_threads)
         self.settings = settings
@@ -93,7 +93,7 @@ class Recognizer:
 
     # ------------------------------------------------------------------ hot swap
     def _watch(self) -> None:
-        from training.serving.models import load, resolve
+        from serving.models import load, resolve
 
         s = self.settings
         while not self._stop.wait(s.poll_s):
@@ -179,7 +179,7 @@ class Recognizer:
                 del self.live_by_version[key]
 
     async def _serve(self, ws: WebSocket, model) -> None:
-        from training.serving.session import StreamSession
+        from serving.session import StreamSession
 
         s = self.settings
         await ws.send_json({"type": "ready", "model": model.describe(), "sample_rate": SAMPLE_RATE,
@@ -286,7 +286,7 @@ def build_app(settings: ServeSettings, *, num_replicas: int | str = 1, num_cpus:
 
 
 def app_builder(args: dict[str, Any]):
-    """Ray Serve's application-builder entry point (``import_path: training.serving.app:app_builder`` in a
+    """Ray Serve's application-builder entry point (``import_path: serving.app:app_builder`` in a
     Serve config / KubeRay RayService): ``args`` are ``ServeSettings`` fields plus ``num_replicas``/``autoscaling``."""
     args = dict(args)
     scale = {k: args.pop(k) for k in ("num_replicas", "num_cpus", "autoscaling") if k in args}

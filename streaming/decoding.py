@@ -31,8 +31,8 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from training.streaming.events import Hypothesis
-from training.streaming.textdecoder import CachedTextDecoder, DecoderCache
+from streaming.events import Hypothesis
+from streaming.textdecoder import CachedTextDecoder, DecoderCache
 
 CachePolicy = Literal["exact", "reuse"]
 

@@ -51,7 +51,7 @@ def record_scoring(path: str | Path, *, test_set: dict[str, Any], systems: Seque
     ``splits``…) and return it with ``times_scored`` (this scoring included, same purpose). Appends under a file
     lock: two evaluations finishing at once both land."""
     if not test_set.get("audio_sha256"):
-        raise ValueError("a test-set scoring needs the set's audio_sha256 (training.evaluation.sets.describe)")
+        raise ValueError("a test-set scoring needs the set's audio_sha256 (evaluation.sets.describe)")
     if commit is None:
         from training.tracking import git_commit
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from training.streaming.decoding import StreamingDecoderBase, split_words
-from training.streaming.events import Hypothesis
-from training.streaming.textdecoder import DecoderCache
+from streaming.decoding import StreamingDecoderBase, split_words
+from streaming.events import Hypothesis
+from streaming.textdecoder import DecoderCache
 
 
 @dataclass

@@ -6,7 +6,7 @@ A·V (n_q·n_k·d), and the MLP (2·n·d·4d = 8·n·d²). Not counted (O(n·d) 
 of weights): biases, LayerNorm, GELU, softmax, scaling, residual adds. One MAC = 2 FLOPs in
 ``torch.utils.flop_counter`` terms.
 
-``row_multiple`` / ``key_multiple`` reproduce the padding that :class:`~training.streaming.encoder.CausalEncoder`
+``row_multiple`` / ``key_multiple`` reproduce the padding that :class:`~streaming.encoder.CausalEncoder`
 executes (query/matmul rows to a multiple of 4, keys to a multiple of 16, or 512 with ``exact=True``): the default (1, 1) counts
 the useful work only.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from training.streaming.mask import block_ends
+from streaming.mask import block_ends
 
 
 def _dims(dims: Any) -> tuple[int, int, int]:
@@ -77,7 +77,7 @@ def encoder_macs_stream(dims: Any, n_frames: int, chunk_ms: int, tau0_ms: int,
 def stream_offline_ratio(dims: Any, n_frames: int, chunk_ms: int, tau0_ms: int, executed: bool = True,
                          exact: bool = False) -> float:
     """MACs of streaming ``n_frames`` frames / MACs of one padded 30 s offline pass (``n_audio_ctx`` frames).
-    ``executed`` (default) counts what :class:`~training.streaming.encoder.CausalEncoder` runs, its row and key
+    ``executed`` (default) counts what :class:`~streaming.encoder.CausalEncoder` runs, its row and key
     padding included (``exact``: keys padded to 512); ``executed=False`` the useful work only."""
     get = dims.__getitem__ if isinstance(dims, Mapping) else lambda k: getattr(dims, k)
     rows, keys = executed_padding(exact) if executed else (1, 1)
@@ -87,6 +87,6 @@ def stream_offline_ratio(dims: Any, n_frames: int, chunk_ms: int, tau0_ms: int, 
 
 def executed_padding(exact: bool = False) -> tuple[int, int]:
     """(row multiple, key multiple) that the causal encoder executes (see encoder.py's note on numerics)."""
-    from training.streaming.encoder import FAST_KEY_MULTIPLE, KEY_MULTIPLE, ROW_MULTIPLE
+    from streaming.encoder import FAST_KEY_MULTIPLE, KEY_MULTIPLE, ROW_MULTIPLE
 
     return ROW_MULTIPLE, KEY_MULTIPLE if exact else FAST_KEY_MULTIPLE
