@@ -2,6 +2,7 @@
 
     python benchmarks/longform.py --state outputs/bench26/state.json            # → benchmarks/results/longform.*
     python benchmarks/longform.py --state … --hour-check                        # + one 60-min stream, no exception
+    python benchmarks/longform.py --state … --two-pass-from-dev --window-from-dev --verifier zeros_5s  # dev-chosen
 
 Streams (``evaluation/longform.py``): the long-form dataset version's recordings joined back from their
 segments (``longform``: continuous readings of about a minute), and one speaker's test-split utterances joined in
@@ -49,7 +50,45 @@ def streams(state: dict, min_total_s: float, max_stream_s: float) -> tuple[list,
     return recordings + chosen, source
 
 
-def two_pass_spec(args, self_agreement: bool):
+WINDOWS_MS = (None, 8000, 12000)  # the verifier windows tried on dev (None: the whole segment at every pass)
+
+
+def select_window(args, state: dict, max_latency_ms: float = 1000.0) -> dict:
+    """The two-pass verifier's window, chosen on continuous *dev* speech (each dev speaker's utterances joined in
+    order into streams of ≥ 20 s; never long-form test): rule fixed before running, the lowest RTF among windows
+    whose dev WER is not separably worse than the unwindowed verifier's (paired 95 % interval of the difference
+    includes 0 or lies below it) with median final-word latency ≤ ``max_latency_ms``."""
+    from evaluation.longform import speaker_streams, speakers
+    from evaluation.report import evaluate_systems, write_report
+    from evaluation.sets import load_split
+
+    evidence = RESULTS / "selection" / "dev_window.json"
+    if evidence.exists() and not args.reselect:
+        result = json.loads(evidence.read_text())
+    else:
+        real = state["datasets"]["real"]
+        units = speaker_streams(load_split([real], ["dev"]), speakers([real], "dev"), max_s=120.0, min_s=20.0)
+        variants = [two_pass_spec(args, bool(args.self_agreement), w) for w in WINDOWS_MS]
+        seconds = round(sum(len(u.audio) for u in units) / 16_000, 1)
+        test_set = {"n_utterances": len(units), "seconds": seconds, "splits": ["dev"], "audio_sha256": "",
+                    "n_words": sum(len(u.words) for u in units), "speakers": len(units),
+                    "corpora": ["dev utterances of one speaker, joined"]}
+        result = evaluate_systems(variants, units, test_set=test_set, reference=variants[0].name)
+        result["command"] = " ".join(["python", *sys.argv])
+        write_report(result, RESULTS / "selection", "dev_window")
+    rows = [r for r in result["systems"] if r["kind"] == "two-pass"]
+    ok = [r for r in rows if r["word_latency_ms_median"] <= max_latency_ms
+          and ("vs_reference" not in r or r["vs_reference"]["wer"]["ci95"][0] <= 0)]
+    chosen = min(ok or rows, key=lambda r: r["rtf"])
+    return {"name": chosen["name"], "window_ms": chosen["spec"].get("window_ms"),
+            "rule": "lowest dev RTF among windows whose WER is not separably worse than no window, median final-word "
+                    f"latency ≤ {max_latency_ms:g} ms",
+            "dev": {r["name"]: {k: r[k] for k in ("wer", "word_latency_ms_median", "rtf", "step_ms_p90")}
+                    | {"wer_vs_no_window_ci95": (r.get("vs_reference") or {}).get("wer", {}).get("ci95")}
+                    for r in rows}, "evidence": "benchmarks/results/selection/dev_window.json"}
+
+
+def two_pass_spec(args, self_agreement: bool, window_ms: int | None = None):
     """The two-pass row: the hush word where one is given, else a naive padding mid-stream and Whisper's own 30 s
     padding for each segment's last pass (fixed before any long-form number was seen)."""
     from evaluation.systems import SystemSpec
@@ -57,9 +96,10 @@ def two_pass_spec(args, self_agreement: bool):
     verifier = args.verifier or "hush"
     final = args.final_verifier or (None if verifier == "hush" else "pad30")
     agree = ", self-agreement" if self_agreement else ""
-    return SystemSpec(f"two-pass 300 ms ({verifier}" + (f", final {final}" if final else "") + f"{agree})",
+    window = f", window {window_ms / 1000:g} s" if window_ms else ""
+    return SystemSpec(f"two-pass 300 ms ({verifier}" + (f", final {final}" if final else "") + f"{agree}{window})",
                       "two-pass", 300, adapter_dir=args.adapter, hush_dir=args.hush_dir, verifier=verifier,
-                      every_ms=300, final_verifier=final, self_agreement=self_agreement or None)
+                      every_ms=300, final_verifier=final, self_agreement=self_agreement or None, window_ms=window_ms)
 
 
 def select_two_pass(args, state: dict, max_latency_ms: float = 1000.0) -> dict:
@@ -99,7 +139,7 @@ def specs(args, choices: dict) -> list:
     else:
         out.append(SystemSpec("causal 300 ms (original weights)", "causal", 300))
     if args.hush_dir or args.verifier:
-        out.append(two_pass_spec(args, bool(args.self_agreement)))
+        out.append(two_pass_spec(args, bool(args.self_agreement), args.window_ms))
     for uri in args.model or []:  # a registered recognizer, as registered (what serve-model serves)
         from recognizer.registry import load_spec
 
@@ -166,6 +206,9 @@ def main() -> None:
                         help="the two-pass variant chosen on the real dev split (select_two_pass; its committed "
                              "evidence when there is some)")
     parser.add_argument("--reselect", action="store_true", help="with --two-pass-from-dev: score dev again")
+    parser.add_argument("--window-from-dev", action="store_true",
+                        help="the two-pass verifier window chosen on continuous dev speech (select_window)")
+    parser.add_argument("--window-ms", type=int, default=None, help="two-pass: the verifier's window (ms)")
     parser.add_argument("--model", action="append", help="a registered recognizer, models:/NAME@ALIAS (repeat)")
     parser.add_argument("--tracking-uri", default=None, help="the registry of --model")
     parser.add_argument("--no-peers", action="store_true")
@@ -196,6 +239,11 @@ def main() -> None:
         chosen = select_two_pass(args, state)
         args.self_agreement = chosen["self_agreement"]
         print("two-pass chosen on dev:", json.dumps(chosen), flush=True)
+    if args.window_from_dev:
+        window = select_window(args, state)
+        args.window_ms = window["window_ms"]
+        chosen = {**(chosen or {}), "window": window}
+        print("verifier window chosen on dev:", json.dumps(window), flush=True)
     units, source = streams(state, args.min_total_s, args.max_stream_s)
     seconds = round(sum(len(s.audio) for s in units) / 16_000, 1)
     print(f"{len(units)} streams, {seconds} s", flush=True)

@@ -37,6 +37,8 @@ class SystemSpec:
     # two-pass: also finalise words two consecutive verifier passes agree on (LocalAgreement-2 on the verifier),
     # so finals do not wait for the causal partials to agree (None/False: off)
     self_agreement: bool | None = None
+    # two-pass: past this much audio, the verifier's window drops the audio of final words (their text: its prompt)
+    window_ms: int | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
     def as_dict(self) -> dict[str, Any]:
@@ -142,7 +144,7 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
         verifier = Verifier(models.get(spec.model, None), hush, spec.verifier or "hush",
                             final_condition=spec.final_verifier)
         return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300,
-                                self_agreement=bool(spec.self_agreement)), "ours"
+                                self_agreement=bool(spec.self_agreement), window_ms=spec.window_ms), "ours"
     if spec.kind == "causal":
         from configs.finetune import default_tau0_ms
         from streaming.engine import CausalStreamingEngine

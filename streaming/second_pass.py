@@ -20,6 +20,12 @@ lacks, the tails one word either side are tried too, or the two would never agre
 
 At the end of the stream one last verifier pass over the whole utterance makes every remaining word final, so the
 final transcript is the verifier's (offline accuracy) while the partials stay as fast as the causal engine.
+
+``window_ms`` bounds what a pass costs: once the verifier's audio is longer than that, the audio of the words
+already final is cut off (at the quietest point near the last final word's end, which the verifier's own
+cross-attention gives: ``streaming.word_times``) and their text becomes the verifier's prompt (Whisper's
+``<|startofprev|>`` context), so a pass encodes the words still open and a few seconds before them, however long
+the segment has run. None: every pass re-encodes the whole segment (bounded by ``streaming.segmented`` alone).
 Partial words (``Hypothesis.tentative``) are the causal hypothesis past the final words; final words are
 ``Hypothesis.committed`` (never revised), and their latency is what the evaluation reports as word latency.
 """
@@ -36,6 +42,12 @@ import torch
 from streaming.decoding import StreamingDecoderBase, word_tokens
 from streaming.encoder import CausalEncoder
 from streaming.events import SAMPLE_RATE, Hypothesis
+from streaming.word_times import FRAMES_PER_S, quiet_cut, word_ends_s
+
+# Whisper's previous-text context holds up to 223 tokens; the last sentence or two is what helps, and every prompt
+# token is decoded again at each pass
+PROMPT_TOKENS = 96
+KEEP_S = 1.5  # the final words' audio a trimmed window keeps before the open words (see TwoPassStreaming._trim)
 
 
 def norm_word(word: str) -> str:
@@ -97,16 +109,20 @@ class Verifier:
         self.max_tokens_per_s = max_tokens_per_s
 
     @torch.inference_mode()
-    def __call__(self, audio: np.ndarray, final_tokens: list[int], last: bool = False) -> _Words:
-        """The words past ``final_tokens``; ``last``: the end-of-stream pass (under ``final_condition``)."""
+    def __call__(self, audio: np.ndarray, final_tokens: list[int], last: bool = False,
+                 prompt: list[int] | None = None) -> _Words:
+        """The words past ``final_tokens``; ``last``: the end-of-stream pass (under ``final_condition``);
+        ``prompt``: the text before ``audio`` (tokens), as Whisper's previous-text context."""
         from training.hush_word.transcribe import condition_mel
 
         mel = condition_mel(self.model, audio, self.final_condition if last else self.condition, self.hush)
         frames = self.encoder(mel[None].to(next(self.model.parameters()).dtype), mask=None)[0]
+        self.frames, self.audio_frames = frames, len(audio) // (SAMPLE_RATE // FRAMES_PER_S)  # for word_ends
         base = self.base
         cache = base.decoder.new_cache()
         base.decoder.append_audio(cache, frames)
-        seq = base.prefix + final_tokens
+        context = [self.tokenizer.sot_prev, *prompt[-PROMPT_TOKENS:]] if prompt else []
+        seq = context + base.prefix + final_tokens
         row = base._run(cache, seq, 0, logit_rows=1)[-1]
         new: list[int] = []
         budget = int(len(audio) / SAMPLE_RATE * self.max_tokens_per_s) + 4 - len(final_tokens)
@@ -119,7 +135,11 @@ class Verifier:
                 del new[len(new) - loop :]
                 break
             row = base._run(cache, [token], len(seq) + len(new) - 1)[0]
-        return self._words(new[echo_length(final_tokens, new):])
+        return self._words(new[echo_length((prompt or []) + final_tokens, new):])
+
+    def word_ends(self, words: list[list[int]]) -> list[float]:
+        """Where each word (token groups) ends in the audio of the last pass, in seconds."""
+        return word_ends_s(self.model, self.tokenizer, self.frames, words, self.audio_frames)
 
     def _words(self, tokens: list[int]) -> _Words:
         groups = word_tokens(self.tokenizer, tokens)
@@ -132,9 +152,12 @@ class TwoPassStreaming:
     """A `StreamingRecognizer`: the causal engine's partials, the verifier's finals (see the module docstring)."""
 
     def __init__(self, engine, verifier: Verifier, every_ms: int = 600, self_agreement: bool = False,
-                 hold_last: bool = True) -> None:
+                 hold_last: bool = True, window_ms: int | None = None) -> None:
         if every_ms <= 0:
             raise ValueError(f"every_ms must be > 0, got {every_ms}")
+        if window_ms is not None and window_ms < 1000:
+            raise ValueError(f"window_ms must be >= 1000 (or None: no trimming), got {window_ms}")
+        self.window_ms = window_ms
         self.engine, self.verifier, self.every_ms = engine, verifier, every_ms
         # the last word of either hypothesis is never finalised mid-stream: audio cut inside a word makes both models
         # guess the same shorter words ("is a" for the start of "established"), and two models agreeing does not
@@ -149,8 +172,11 @@ class TwoPassStreaming:
 
     def reset(self) -> None:
         self.engine.reset()
-        self._audio: list[np.ndarray] = []
-        self._samples = 0
+        self._audio: list[np.ndarray] = []  # the verifier's window: the segment's audio past the trimmed part
+        self._samples = 0  # the segment's audio so far (trimmed or not)
+        self.trimmed = 0  # samples cut off the window's start
+        self._prompt: list[int] = []  # tokens of the final words whose audio was cut off
+        self._window: list[list[int]] = []  # token groups of the final words still in the window
         self._last_pass = 0
         self.final_words: list[str] = []
         self.final_tokens: list[int] = []
@@ -160,7 +186,8 @@ class TwoPassStreaming:
 
     def _verify(self, causal_tail: list[list[str]], final: bool) -> None:
         audio = np.concatenate(self._audio) if self._audio else np.zeros(0, dtype=np.float32)
-        now = self.verifier(audio, self.final_tokens, last=final)
+        forced = [t for g in self._window for t in g]
+        now = self.verifier(audio, forced, last=final, prompt=self._prompt)
         self.passes += 1
         self._last_pass = self._samples
         self._verified_tail = causal_tail[0] if causal_tail else None
@@ -182,7 +209,28 @@ class TwoPassStreaming:
                 n = max(n, min(agreed(now.words, self._previous.words), last))
         self.final_words += now.words[:n]
         self.final_tokens += [t for g in now.tokens[:n] for t in g]
+        self._window += now.tokens[:n]
         self._previous = _Words(now.words[n:], now.tokens[n:])
+        if n and not final and self.window_ms and len(audio) * 1000 > self.window_ms * SAMPLE_RATE:
+            self._trim(audio, now.tokens[n:])
+
+    def _trim(self, audio: np.ndarray, open_words: list[list[int]]) -> None:
+        """Cut the audio of the final words off the window, but the last ``KEEP_S`` of them; the cut words' text
+        moves to the prompt, the kept ones stay the forced prefix. Why keep some: the attention places a word's
+        end worst next to the open words at the window's end, and a cut a few frames late eats the start of the
+        next word (on dev: "the | true printed" lost "true"); a cut inside final words costs nothing."""
+        ends = self.verifier.word_ends(self._window + open_words)[: len(self._window)]
+        keep_from = ends[-1] - KEEP_S
+        j = max((i for i, e in enumerate(ends) if e <= keep_from), default=None)  # the last word cut off
+        if j is None:
+            return
+        cut = quiet_cut(audio, ends[j])
+        if not 0 < cut < len(audio):
+            return
+        self._audio = [audio[cut:]]
+        self.trimmed += cut
+        self._prompt = (self._prompt + [t for g in self._window[: j + 1] for t in g])[-PROMPT_TOKENS:]
+        self._window = self._window[j + 1 :]
 
     def _tail_start(self, causal_words: list[str]) -> int:
         """Where the causal words past the final ones start (aligned by words: the transcripts may differ)."""

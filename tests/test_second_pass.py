@@ -95,7 +95,7 @@ class _Scripted:
 
         return Hypothesis((), tuple(self.answers.pop(0)))
 
-    def __call__(self, audio, final_tokens, last=False):
+    def __call__(self, audio, final_tokens, last=False, prompt=None):
         from streaming.second_pass import _Words
 
         words = self.answers.pop(0)
