@@ -208,6 +208,7 @@ def main() -> None:
     parser.add_argument("--reselect", action="store_true", help="with --two-pass-from-dev: score dev again")
     parser.add_argument("--window-from-dev", action="store_true",
                         help="the two-pass verifier window chosen on continuous dev speech (select_window)")
+    parser.add_argument("--selection-only", action="store_true", help="stop after the dev selections")
     parser.add_argument("--window-ms", type=int, default=None, help="two-pass: the verifier's window (ms)")
     parser.add_argument("--model", action="append", help="a registered recognizer, models:/NAME@ALIAS (repeat)")
     parser.add_argument("--tracking-uri", default=None, help="the registry of --model")
@@ -244,6 +245,8 @@ def main() -> None:
         args.window_ms = window["window_ms"]
         chosen = {**(chosen or {}), "window": window}
         print("verifier window chosen on dev:", json.dumps(window), flush=True)
+        if args.selection_only:
+            return
     units, source = streams(state, args.min_total_s, args.max_stream_s)
     seconds = round(sum(len(s.audio) for s in units) / 16_000, 1)
     print(f"{len(units)} streams, {seconds} s", flush=True)

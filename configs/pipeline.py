@@ -53,6 +53,10 @@ class PipelineConfig(BaseModel):
     # champion within the WER cap and this budget (median final-word latency on dev, RTF on this machine)
     champion_budget: dict[Literal["latency_ms", "rtf"], float] = Field(default_factory=dict)
     candidate_beam: int | None = Field(None, ge=2, description="also register causal beam search of this width")
+    # two-pass candidates: the verifier's window (streaming.second_pass; None: the whole segment at every pass).
+    # 8 s: chosen on continuous dev speech (benchmarks/results/selection/dev_window.*): WER not separable from no
+    # window (+0.3 points [-0.2, +2.3]), RTF 0.55 -> 0.40, step p90 299 -> 188 ms
+    verifier_window_ms: int | None = Field(8000, ge=1000, description="two-pass verifier window (ms)")
     hush_word: dict = Field(default_factory=dict)
     finetune: dict = Field(default_factory=dict)
     emma_sweep: dict = Field(default_factory=dict)

@@ -316,6 +316,25 @@ def registry_promote(
     typer.echo(json.dumps(promote(uri, run_id, name, al_budget_ms), indent=2))
 
 
+@registry_app.command("register")
+def registry_register(
+    spec: Annotated[Path, typer.Argument(help="a recognizer spec as JSON (evaluation.systems.SystemSpec fields)")],
+    alias: Annotated[Optional[str], typer.Option(help="also point this alias at the version (e.g. champion)")] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
+) -> None:
+    """Register a recognizer built from a spec by hand (the pipeline registers its own candidates); the same spec,
+    files and code keep their version."""
+    from evaluation.systems import SystemSpec
+    from recognizer.registry import register_recognizer
+    from training.tracking import client, default_tracking_uri
+
+    uri = tracking_uri or default_tracking_uri()
+    reg = register_recognizer(uri, SystemSpec(**json.loads(spec.read_text())))
+    if alias:
+        client(uri).set_registered_model_alias(reg["registered_model"], alias, reg["version"])
+    typer.echo(json.dumps({**reg, "alias": alias}, indent=2))
+
+
 @app.command("pipeline")
 def pipeline_cmd(
     config: Annotated[Path, typer.Option(help="YAML profile (smoke: this machine; cluster: Ray cluster + MLflow server)")] = (
