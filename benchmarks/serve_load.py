@@ -425,6 +425,7 @@ def main() -> None:
     parser.add_argument("--soak-min", type=float, default=0.0)
     parser.add_argument("--soak-streams", type=int, default=4)
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--results-name", default="serve_load", help="benchmarks/results/<this>.json / .md")
     args = parser.parse_args()
 
     from evaluation.sets import describe, load_split
@@ -474,7 +475,7 @@ def main() -> None:
         result[f"max_realtime_streams_whisperlivekit_{key}"] = s["max_realtime_streams"]
     result["wall_s"] = round(time.perf_counter() - started, 1)
     result["command"] = " ".join(["python", *sys.argv])
-    write_results("serve_load", result, table(result))
+    write_results(args.results_name, result, table(result))
 
 
 if __name__ == "__main__":

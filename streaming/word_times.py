@@ -9,10 +9,16 @@ verifier's window cheap enough to do while streaming.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import torch
 
 FRAMES_PER_S = 50  # Whisper encoder frames per second of audio (20 ms each)
+# A server runs many streams' steps on threads over one model: the hooks below sit on shared modules, and whisper's
+# disable_sdpa() flips a class-wide switch. One alignment at a time, and each hook keeps only its own thread's
+# weights (another stream's decoder step may pass through the same module meanwhile).
+_ALIGNING = threading.Lock()
 
 
 @torch.inference_mode()
@@ -32,14 +38,21 @@ def word_ends_s(model, tokenizer, frames: torch.Tensor, words: list[list[int]], 
     prefix = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
     tokens = torch.tensor([prefix + text + [tokenizer.eot]], dtype=torch.long)
     qks: list[torch.Tensor | None] = [None] * len(model.decoder.blocks)
-    hooks = [block.cross_attn.register_forward_hook(lambda _m, _i, out, i=i: qks.__setitem__(i, out[-1][0]))
-             for i, block in enumerate(model.decoder.blocks)]
-    try:
-        with disable_sdpa():  # scaled-dot-product attention does not return the weights
-            model.decoder(tokens, frames[None].to(next(model.decoder.parameters()).dtype))
-    finally:
-        for hook in hooks:
-            hook.remove()
+    me = threading.get_ident()
+
+    def keep(i: int, out) -> None:
+        if threading.get_ident() == me and out[-1] is not None:
+            qks[i] = out[-1][0]
+
+    with _ALIGNING:
+        hooks = [block.cross_attn.register_forward_hook(lambda _m, _i, out, i=i: keep(i, out))
+                 for i, block in enumerate(model.decoder.blocks)]
+        try:
+            with disable_sdpa():  # scaled-dot-product attention does not return the weights
+                model.decoder(tokens, frames[None].to(next(model.decoder.parameters()).dtype))
+        finally:
+            for hook in hooks:
+                hook.remove()
     n_frames = max(1, min(n_frames, frames.shape[0]))
     weights = torch.stack([qks[layer][head] for layer, head in model.alignment_heads.indices().T])
     weights = weights[:, :, :n_frames].float().softmax(dim=-1)
