@@ -57,6 +57,11 @@ class PipelineConfig(BaseModel):
     # 8 s: chosen on continuous dev speech (benchmarks/results/selection/dev_window.*): WER not separable from no
     # window (+0.3 points [-0.2, +2.3]), RTF 0.55 -> 0.40, step p90 299 -> 188 ms
     verifier_window_ms: int | None = Field(8000, ge=1000, description="two-pass verifier window (ms)")
+    # both passes' compute, chosen for serving on continuous dev speech at one torch thread (the served replica's;
+    # benchmarks/results/selection/dev_serving.*): the causal pass's decoder cache reused and Linear layers in
+    # bfloat16 took RTF 0.59 -> 0.41 (-0.17 [-0.22, -0.12]) at a WER not separable (-0.2 points [-0.3, 0.0])
+    two_pass_cache_policy: Literal["exact", "reuse"] | None = "reuse"
+    two_pass_precision: Literal["bf16-all", "bf16-encoder", "int8-encoder", "int8-all"] | None = "bf16-all"
     hush_word: dict = Field(default_factory=dict)
     finetune: dict = Field(default_factory=dict)
     emma_sweep: dict = Field(default_factory=dict)

@@ -26,9 +26,11 @@ class SystemSpec:
     tau0_ms: int | None = None
     pad_silence: bool = False
     beam_size: int | None = None  # causal: streaming beam search with the stability rule (None: greedy)
-    cache_policy: str | None = None  # causal: "exact" or "reuse" decoder cache (None: the engine's default)
+    # causal (and two-pass's causal pass): "exact" or "reuse" decoder cache (None: the engine's default)
+    cache_policy: str | None = None
     merge_adapter: bool = True  # the adapter folded into the weights (False: peft's LoRA layers at every step)
-    precision: str | None = None  # causal: Linear layers in "bf16-all", "int8-encoder", ... (streaming.quantize)
+    # causal and two-pass (both passes): Linear layers in "bf16-all", "int8-encoder", ... (streaming.quantize)
+    precision: str | None = None
     # two-pass: the verifier (original weights) on audio ⊕ `verifier` padding every `every_ms` (second_pass.py)
     verifier: str | None = None  # "hush" (needs hush_dir) or a naive padding: "noise_5s", "zeros_5s", "pad30"
     hush_dir: str | None = None
@@ -140,8 +142,9 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
             from training.hush_word.frontend import load_hush_word
 
             hush = load_hush_word(spec.hush_dir)
-        causal, _ = _build(SystemSpec(spec.name, "causal", spec.chunk_ms, spec.model, spec.adapter_dir), models)
-        verifier = Verifier(models.get(spec.model, None), hush, spec.verifier or "hush",
+        causal, _ = _build(SystemSpec(spec.name, "causal", spec.chunk_ms, spec.model, spec.adapter_dir,
+                                      precision=spec.precision, cache_policy=spec.cache_policy), models)
+        verifier = Verifier(models.get(spec.model, None, precision=spec.precision), hush, spec.verifier or "hush",
                             final_condition=spec.final_verifier)
         return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300,
                                 self_agreement=bool(spec.self_agreement), window_ms=spec.window_ms), "ours"

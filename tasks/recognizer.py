@@ -28,7 +28,9 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
                 specs.append(SystemSpec(f"recognizer two-pass{' self-agreement' if agree else ''} {chunk} ms",
                                         "two-pass", chunk, config.model, adapter_dir=adapter, verifier="hush",
                                         hush_dir=hush_dir, self_agreement=agree or None,
-                                        window_ms=config.verifier_window_ms))
+                                        window_ms=config.verifier_window_ms,
+                                        cache_policy=config.two_pass_cache_policy,
+                                        precision=config.two_pass_precision))
     if emma := dev_selected_emma(config, adapters, sweep):
         specs.append(SystemSpec(f"recognizer emma {config.sweep_chunk_ms} ms", "causal", config.sweep_chunk_ms,
                                 config.model, adapter_dir=adapters[config.sweep_chunk_ms], **emma))

@@ -91,3 +91,24 @@ def test_a_windowed_verifier_stays_bounded_with_the_same_words(tiny, speech):
     assert bounded_wer <= unbounded_wer + 0.03, results
     with pytest.raises(ValueError, match="window_ms"):
         TwoPassStreaming(CausalStreamingEngine(tiny, 300, 600), Verifier(tiny, None, "zeros_5s"), window_ms=500)
+
+
+def test_the_serving_settings_reach_both_passes(speech):
+    """A two-pass spec's precision and decoder cache (what benchmarks/serving_choice.py chose for serving on dev)
+    are built into the causal pass and the verifier alike, and the pair still writes the utterance's words."""
+    from evaluation.systems import SystemSpec, build
+    from streaming.events import run_stream
+    from streaming.quantize import BF16Linear
+
+    spec = SystemSpec("served", "two-pass", 300, verifier="zeros_5s", final_verifier="pad30", every_ms=600,
+                      self_agreement=True, window_ms=8000, precision="bf16-all", cache_policy="reuse")
+    recognizer = build(spec)[0].inner
+    assert (recognizer.every_ms, recognizer.window_ms) == (600, 8000)
+    assert recognizer.engine.decoder.cache_policy == "reuse"
+    for model in (recognizer.engine.model, recognizer.verifier.model):
+        assert any(isinstance(m, BF16Linear) for m in model.modules())
+    u = speech[0]
+    ours = [norm_word(w) for w in run_stream(build(spec)[0], u.audio, 300).text.split()]
+    theirs = [norm_word(w) for w, _, _ in u.words]
+    matched = sum(b.size for b in difflib.SequenceMatcher(a=ours, b=theirs, autojunk=False).get_matching_blocks())
+    assert matched >= 0.8 * len(theirs), (ours, theirs)

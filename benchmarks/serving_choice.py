@@ -1,0 +1,95 @@
+"""The served two-pass recognizer's compute settings, chosen on continuous *dev* speech at the serving thread count.
+
+    python benchmarks/serving_choice.py --state outputs/bench27/state.json   # → selection/dev_serving.* + spec
+
+A served stream runs its steps at one torch thread (``serving.app.Settings.torch_threads``), so what decides how
+many real-time streams two cores hold is a stream's compute at one thread, not its RTF at two. Profiled on dev
+(1 thread, 155 s): the causal pass was 0.19 of real time (its "exact" decoder cache re-decodes every token of the
+segment at every step), the verifier's encoder 0.27 and its decoding about 0.28 (every pass re-runs the prompt and
+the forced prefix). The candidates therefore change what serving can change without retraining: the causal
+pass's decoder cache ("reuse": keep the cached keys/values of the tokens before the re-checked ones), both passes'
+Linear layers in bfloat16 (``streaming.quantize``; this CPU has AMX), and the verifier's cadence (``every_ms``).
+
+Rule, fixed before running: the reference is the dev-chosen window row (``selection/dev_window.json``, 8 s); among
+the candidates whose dev WER is not separably worse than the reference's (the paired 95 % interval of the
+difference includes 0 or lies below it) and whose median final-word latency is ≤ 1000 ms, the lowest RTF at one
+torch thread. The chosen spec is written to ``selection/served_two_pass.json`` (``whisperline registry register``
+registers it; ``PipelineConfig`` carries the same settings for the pipeline's two-pass candidates).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MAX_LATENCY_MS = 1000.0
+
+
+def candidates(reference):
+    """The reference row and the serving variants (names say what changed)."""
+    fast = replace(reference, cache_policy="reuse", precision="bf16-all")
+    return [reference] + [replace(fast, name=f"{reference.name}, reuse cache, bf16, every {ms} ms", every_ms=ms)
+                          for ms in (300, 600, 900)]
+
+
+def choose(result: dict, reference: str, max_latency_ms: float = MAX_LATENCY_MS) -> dict:
+    """The rule of the module docstring over an evaluation's rows."""
+    rows = [r for r in result["systems"] if r["kind"] == "two-pass"]
+    ok = [r for r in rows if r["word_latency_ms_median"] <= max_latency_ms
+          and (r["name"] == reference or r["vs_reference"]["wer"]["ci95"][0] <= 0)]
+    if not ok:
+        raise SystemExit("no candidate within the latency bound and the reference's WER: nothing to choose")
+    chosen = min(ok, key=lambda r: r["rtf"])
+    return {"name": chosen["name"], "spec": chosen["spec"],
+            "rule": "lowest dev RTF at 1 torch thread among candidates whose WER is not separably worse than the "
+                    f"dev-chosen window row's, median final-word latency ≤ {max_latency_ms:g} ms",
+            "dev": {r["name"]: {k: r[k] for k in ("wer", "word_latency_ms_median", "rtf", "step_ms_p90")}
+                    | {"wer_vs_reference_ci95": (r.get("vs_reference") or {}).get("wer", {}).get("ci95"),
+                       "rtf_vs_reference_ci95": (r.get("vs_reference") or {}).get("rtf", {}).get("ci95")}
+                    for r in rows}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the served replica's per step)")
+    args = parser.parse_args()
+
+    import torch
+
+    from evaluation.longform import speaker_streams, speakers
+    from evaluation.report import evaluate_systems, write_report
+    from evaluation.sets import load_split
+    from evaluation.systems import SystemSpec
+
+    torch.set_num_threads(args.threads)
+    from configs.pipeline import PipelineConfig
+
+    window = json.loads((RESULTS / "selection" / "dev_window.json").read_text())
+    window_ms = PipelineConfig.model_fields["verifier_window_ms"].default  # the dev-chosen window
+    reference = SystemSpec(**next(r["spec"] for r in window["systems"] if r["spec"].get("window_ms") == window_ms))
+    specs = candidates(reference)
+    state = json.loads(Path(args.state).read_text())
+    real = state["datasets"]["real"]
+    units = speaker_streams(load_split([real], ["dev"]), speakers([real], "dev"), max_s=120.0, min_s=20.0)
+    test_set = {"n_utterances": len(units), "seconds": round(sum(len(u.audio) for u in units) / 16_000, 1),
+                "splits": ["dev"], "audio_sha256": "", "n_words": sum(len(u.words) for u in units),
+                "speakers": len(units), "corpora": ["dev utterances of one speaker, joined"],
+                "torch_threads": args.threads}
+    result = evaluate_systems(specs, units, test_set=test_set, reference=reference.name)
+    result["command"] = " ".join(["python", *sys.argv])
+    result["choice"] = choose(result, reference.name)
+    write_report(result, RESULTS / "selection", "dev_serving")
+    spec = {k: v for k, v in result["choice"]["spec"].items()}
+    (RESULTS / "selection" / "served_two_pass.json").write_text(json.dumps(spec, indent=1) + "\n")
+    print(json.dumps(result["choice"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
