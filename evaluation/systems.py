@@ -187,7 +187,8 @@ def default_specs(chunk_sizes: list[int], adapters: dict[int, str] | None = None
     """Offline references, our causal engine (original weights, tuned per-chunk and random-chunk adapters, EMMA)
     and the PyPI peers at every chunk size. An EMMA policy is scored at ``emma_chunk_ms`` only (the chunk size it
     and its adapter were trained at) when given, else at every size. ``two_pass`` (``verifier``, ``hush_dir``,
-    ``every_ms``, ``final_verifier``; ``adapter``: "tuned" or "rcs") adds the two-pass system at every size with an adapter.
+    ``every_ms``, ``final_verifier``, ``window_ms``, ``cache_policy``, ``precision``; ``adapter``: "tuned" or
+    "rcs") adds the two-pass system at every size with an adapter.
     ``peer_chunk_sizes``: the sizes the peers run at (default: every size). ``causal_beam``: the tuned and
     random-chunk adapters also with streaming beam search of that width."""
     specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline", model=model)]
@@ -212,7 +213,10 @@ def default_specs(chunk_sizes: list[int], adapters: dict[int, str] | None = None
                                         "two-pass", chunk, model, adapter_dir=adapter,
                                         verifier=two_pass.get("verifier", "hush"), hush_dir=two_pass.get("hush_dir"),
                                         every_ms=two_pass.get("every_ms"),
-                                        final_verifier=two_pass.get("final_verifier")))
+                                        final_verifier=two_pass.get("final_verifier"),
+                                        window_ms=two_pass.get("window_ms"),
+                                        cache_policy=two_pass.get("cache_policy"),
+                                        precision=two_pass.get("precision")))
         if peers and (peer_chunk_sizes is None or chunk in peer_chunk_sizes):
             specs.append(SystemSpec(f"whisperlivekit LocalAgreement-2 {chunk} ms", "whisperlivekit-la", chunk, model))
             specs.append(SystemSpec(f"whisperlivekit SimulStreaming {chunk} ms", "whisperlivekit-simul", chunk,

@@ -107,7 +107,11 @@ def evaluation_specs(config: PipelineConfig, adapters: dict[int, str], sweep: di
     verifier, with this run's hush word), the dev-selected EMMA trial, and the real PyPI peers."""
     from evaluation.systems import SystemSpec, default_specs
 
-    two_pass = {"verifier": "hush", "hush_dir": hush_dir} if hush_dir else None
+    # the settings the pipeline's two-pass recognizer candidates carry (tasks/recognizer.py): one system, two rows
+    two_pass = None
+    if hush_dir:
+        two_pass = {"verifier": "hush", "hush_dir": hush_dir, "window_ms": config.verifier_window_ms,
+                    "cache_policy": config.two_pass_cache_policy, "precision": config.two_pass_precision}
     specs = default_specs(list(config.chunk_sizes), adapters, peers=False, model=config.model, two_pass=two_pass)
     if emma := dev_selected_emma(config, adapters, sweep):
         specs.append(SystemSpec(f"causal tuned + EMMA {config.sweep_chunk_ms} ms (dev-selected)", "causal",
