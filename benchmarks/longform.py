@@ -50,6 +50,19 @@ def streams(state: dict, min_total_s: float, max_stream_s: float) -> tuple[list,
     return recordings + chosen, source
 
 
+def dev_streams(state: dict) -> tuple[list, dict]:
+    """Continuous dev speech for choices about long streams: each dev speaker's utterances joined in order into
+    streams of 20-120 s, and what they are (the evaluation's ``test_set`` record)."""
+    from evaluation.longform import speaker_streams, speakers
+    from evaluation.sets import load_split
+
+    real = state["datasets"]["real"]
+    units = speaker_streams(load_split([real], ["dev"]), speakers([real], "dev"), max_s=120.0, min_s=20.0)
+    return units, {"n_utterances": len(units), "seconds": round(sum(len(u.audio) for u in units) / 16_000, 1),
+                   "splits": ["dev"], "audio_sha256": "", "n_words": sum(len(u.words) for u in units),
+                   "speakers": len(units), "corpora": ["dev utterances of one speaker, joined"]}
+
+
 WINDOWS_MS = (None, 8000, 12000)  # the verifier windows tried on dev (None: the whole segment at every pass)
 
 
@@ -58,21 +71,14 @@ def select_window(args, state: dict, max_latency_ms: float = 1000.0) -> dict:
     order into streams of ≥ 20 s; never long-form test): rule fixed before running, the lowest RTF among windows
     whose dev WER is not separably worse than the unwindowed verifier's (paired 95 % interval of the difference
     includes 0 or lies below it) with median final-word latency ≤ ``max_latency_ms``."""
-    from evaluation.longform import speaker_streams, speakers
     from evaluation.report import evaluate_systems, write_report
-    from evaluation.sets import load_split
 
     evidence = RESULTS / "selection" / "dev_window.json"
     if evidence.exists() and not args.reselect:
         result = json.loads(evidence.read_text())
     else:
-        real = state["datasets"]["real"]
-        units = speaker_streams(load_split([real], ["dev"]), speakers([real], "dev"), max_s=120.0, min_s=20.0)
+        units, test_set = dev_streams(state)
         variants = [two_pass_spec(args, bool(args.self_agreement), w) for w in WINDOWS_MS]
-        seconds = round(sum(len(u.audio) for u in units) / 16_000, 1)
-        test_set = {"n_utterances": len(units), "seconds": seconds, "splits": ["dev"], "audio_sha256": "",
-                    "n_words": sum(len(u.words) for u in units), "speakers": len(units),
-                    "corpora": ["dev utterances of one speaker, joined"]}
         result = evaluate_systems(variants, units, test_set=test_set, reference=variants[0].name)
         result["command"] = " ".join(["python", *sys.argv])
         write_report(result, RESULTS / "selection", "dev_window")

@@ -63,31 +63,23 @@ def main() -> None:
 
     import torch
 
-    from evaluation.longform import speaker_streams, speakers
+    from benchmarks.longform import dev_streams
+    from configs.pipeline import PipelineConfig
     from evaluation.report import evaluate_systems, write_report
-    from evaluation.sets import load_split
     from evaluation.systems import SystemSpec
 
     torch.set_num_threads(args.threads)
-    from configs.pipeline import PipelineConfig
-
     window = json.loads((RESULTS / "selection" / "dev_window.json").read_text())
     window_ms = PipelineConfig.model_fields["verifier_window_ms"].default  # the dev-chosen window
     reference = SystemSpec(**next(r["spec"] for r in window["systems"] if r["spec"].get("window_ms") == window_ms))
     specs = candidates(reference)
-    state = json.loads(Path(args.state).read_text())
-    real = state["datasets"]["real"]
-    units = speaker_streams(load_split([real], ["dev"]), speakers([real], "dev"), max_s=120.0, min_s=20.0)
-    test_set = {"n_utterances": len(units), "seconds": round(sum(len(u.audio) for u in units) / 16_000, 1),
-                "splits": ["dev"], "audio_sha256": "", "n_words": sum(len(u.words) for u in units),
-                "speakers": len(units), "corpora": ["dev utterances of one speaker, joined"],
-                "torch_threads": args.threads}
+    units, test_set = dev_streams(json.loads(Path(args.state).read_text()))
+    test_set["torch_threads"] = args.threads
     result = evaluate_systems(specs, units, test_set=test_set, reference=reference.name)
     result["command"] = " ".join(["python", *sys.argv])
     result["choice"] = choose(result, reference.name)
     write_report(result, RESULTS / "selection", "dev_serving")
-    spec = {k: v for k, v in result["choice"]["spec"].items()}
-    (RESULTS / "selection" / "served_two_pass.json").write_text(json.dumps(spec, indent=1) + "\n")
+    (RESULTS / "selection" / "served_two_pass.json").write_text(json.dumps(result["choice"]["spec"], indent=1) + "\n")
     print(json.dumps(result["choice"], indent=1))
 
 
