@@ -62,6 +62,11 @@ class PipelineConfig(BaseModel):
     # bfloat16 took RTF 0.59 -> 0.41 (-0.17 [-0.22, -0.12]) at a WER not separable (-0.2 points [-0.3, 0.0])
     two_pass_cache_policy: Literal["exact", "reuse"] | None = "reuse"
     two_pass_precision: Literal["bf16-all", "bf16-encoder", "int8-encoder", "int8-all"] | None = "bf16-all"
+    # the mid-stream verifier's padding of the two-pass candidates, each registered and left to the dev gate: the
+    # run's hush word, and 5 s of zeros (segments end on Whisper's 30 s padding), the served spec's padding. On
+    # continuous real dev speech the hush word saved no compute against 5 s of zeros (RTF -0.0007 [-0.058, +0.184])
+    # at +7.3 WER points (not separable: -0.5 to +37.9; benchmarks/results/selection/dev_serving_hush.*)
+    two_pass_verifiers: tuple[Literal["hush", "zeros_5s", "noise_5s", "pad30"], ...] = ("hush", "zeros_5s")
     hush_word: dict = Field(default_factory=dict)
     finetune: dict = Field(default_factory=dict)
     emma_sweep: dict = Field(default_factory=dict)

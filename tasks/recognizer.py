@@ -15,20 +15,26 @@ from evaluation.systems import SystemSpec
 def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], sweep: dict | None,
                           hush_dir: str | None) -> list[SystemSpec]:
     """Every recognizer the profile's stages made: causal greedy (and beam, ``candidate_beam``) per tuned adapter,
-    two-pass per adapter when a hush word was trained (finals on causal agreement, and also on verifier
-    self-agreement), the dev-selected EMMA trial at its chunk size."""
+    two-pass per adapter and verifier padding of ``two_pass_verifiers`` (the hush word where one was trained; finals
+    on causal agreement, and also on verifier self-agreement), the dev-selected EMMA trial at its chunk size."""
     specs: list[SystemSpec] = []
     for chunk, adapter in sorted(adapters.items()):
         specs.append(SystemSpec(f"recognizer causal {chunk} ms", "causal", chunk, config.model, adapter_dir=adapter))
         if config.candidate_beam and config.candidate_beam > 1:
             specs.append(SystemSpec(f"recognizer causal beam {config.candidate_beam} {chunk} ms", "causal", chunk,
                                     config.model, adapter_dir=adapter, beam_size=config.candidate_beam))
-        if hush_dir:  # finals on causal agreement, or also on two verifier passes (lower latency): dev decides
-            for agree in (False, True):
-                specs.append(SystemSpec(f"recognizer two-pass{' self-agreement' if agree else ''} {chunk} ms",
-                                        "two-pass", chunk, config.model, adapter_dir=adapter, verifier="hush",
-                                        hush_dir=hush_dir, self_agreement=agree or None,
-                                        window_ms=config.verifier_window_ms,
+        for verifier in config.two_pass_verifiers:
+            if verifier == "hush" and not hush_dir:
+                continue  # no hush word trained in this run
+            # a naive padding mid-stream ends each segment with Whisper's own 30 s padding (the served spec's,
+            # benchmarks/results/selection/served_two_pass.json); the hush word serves both
+            padding = "" if verifier == "hush" else f" {verifier}"
+            for agree in (False, True):  # finals on causal agreement, or also on two verifier passes: dev decides
+                specs.append(SystemSpec(f"recognizer two-pass{' self-agreement' if agree else ''}{padding} {chunk} ms",
+                                        "two-pass", chunk, config.model, adapter_dir=adapter, verifier=verifier,
+                                        hush_dir=hush_dir if verifier == "hush" else None,
+                                        final_verifier=None if verifier == "hush" else "pad30",
+                                        self_agreement=agree or None, window_ms=config.verifier_window_ms,
                                         cache_policy=config.two_pass_cache_policy,
                                         precision=config.two_pass_precision))
     if emma := dev_selected_emma(config, adapters, sweep):

@@ -40,3 +40,24 @@ def test_ties_go_to_the_lower_latency_and_tags_carry_the_interval():
     assert choose(rows)[CHAMPION][0] == "quick"
     tags = dev_tags({**rows[0], "ci95": {"wer": [0.05, 0.15]}, "word_latency_ms_p90": 1200}, "dev: 40 utts")
     assert tags["dev_wer"] == "0.1" and tags["dev_wer_ci95"] == "[0.05, 0.15]" and tags["eval_set"] == "dev: 40 utts"
+
+
+def test_two_pass_candidates_cover_each_verifier_padding_and_need_a_hush_word_only_for_it():
+    # the served spec pads the mid-stream verifier with 5 s of zeros and ends each segment on Whisper's 30 s padding;
+    # the pipeline registers that recognizer beside the hush-word one, so the dev gate can promote either
+    from configs.pipeline import PipelineConfig
+    from tasks.recognizer import recognizer_candidates
+
+    config = PipelineConfig(stages=["finetune_causal", "promote"])
+    with_hush = recognizer_candidates.fn(config, {300: "adapter"}, None, "hush-dir")
+    two_pass = {s.name: s for s in with_hush if s.kind == "two-pass"}
+    assert len(two_pass) == 4
+    hush = [s for s in two_pass.values() if s.verifier == "hush"]
+    zeros = [s for s in two_pass.values() if s.verifier == "zeros_5s"]
+    assert len(hush) == len(zeros) == 2 and {s.self_agreement for s in zeros} == {None, True}
+    assert all(s.hush_dir == "hush-dir" and s.final_verifier is None for s in hush)
+    assert all(s.hush_dir is None and s.final_verifier == "pad30" for s in zeros)
+    assert all(s.window_ms == config.verifier_window_ms and s.precision == config.two_pass_precision
+               for s in two_pass.values())
+    without = recognizer_candidates.fn(config, {300: "adapter"}, None, None)
+    assert {s.verifier for s in without if s.kind == "two-pass"} == {"zeros_5s"}
