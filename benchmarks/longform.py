@@ -169,32 +169,36 @@ def hour_check(minutes: int, spec) -> dict:
     from streaming.events import chunks
 
     utts = load_realspeech(REPO.parent / "shared" / "data" / "realspeech", ("ljspeech", "cmu_arctic"))
-    seconds = sum(len(u.audio) for u in utts) / 16_000
-    stream = join(utts * int(np.ceil(minutes * 60 / seconds)), f"hour-{minutes}min")
+    period = sum(len(u.audio) for u in utts)
+    stream = join(utts * int(np.ceil(minutes * 60 * 16_000 / period)), f"hour-{minutes}min")
     recognizer, _ = build(spec)
     # a lean loop, not run_stream: a StreamRecord keeps every step's whole hypothesis (what RWER/ARWER score), which
     # for an hour of speech is steps × words of memory; here only each step's compute and the final words are kept
     minute = 60 * 16_000
-    first, last, words = [], [], None
+    steps = []  # (samples fed after the step, its compute ms)
     recognizer.reset()
     started = time.perf_counter()
     fed = 0
     for piece in chunks(stream.audio, spec.chunk_ms, getattr(recognizer, "lookahead_ms", 0.0)):
         t0 = time.perf_counter()
         recognizer.feed(piece)
-        ms = (time.perf_counter() - t0) * 1000
         fed += len(piece)
-        if fed <= minute:
-            first.append(ms)
-        elif fed > len(stream.audio) - minute:
-            last.append(ms)
+        steps.append((fed, (time.perf_counter() - t0) * 1000))
     words = recognizer.finish().words
     wall = time.perf_counter() - started
-    p90 = (lambda xs: round(float(np.percentile(xs, 90)), 2) if xs else None)
+    at, ms = np.array(steps).T
+    p90 = (lambda sel: round(float(np.percentile(ms[sel], 90)), 2) if sel.any() else None)
+    # the first and last minute hold different speech, and the first carries the warm-up (kernels generated for new
+    # shapes); the same speech early and late is the second minute of the first repetition against the same
+    # minute of the last whole one
+    last_rep = int(len(stream.audio) // period) - 1
+    same = {f"step_ms_p90_same_speech_{name}": p90((at > rep * period + minute) & (at <= rep * period + 2 * minute))
+            for name, rep in (("early", 0), ("late", last_rep))}
     return {"system": spec.name, "minutes": round(len(stream.audio) / 16_000 / 60, 1), "segments": recognizer.segments,
             "wall_s": round(wall, 1), "wer": round(wer([stream.reference], [" ".join(words)]), 4),
             "rtf": round(wall / (len(stream.audio) / 16_000), 4), "feeding": "fixed",
-            "step_ms_p90_first_minute": p90(first), "step_ms_p90_last_minute": p90(last), "exception": None}
+            "step_ms_p90_first_minute": p90(at <= minute), "step_ms_p90_last_minute": p90(at > len(stream.audio) - minute),
+            **same, "same_speech_minutes_apart": round(last_rep * period / minute, 1), "exception": None}
 
 
 def main() -> None:
