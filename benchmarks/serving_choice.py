@@ -16,7 +16,8 @@ difference includes 0 or lies below it), whose RTF is separably lower (the inter
 final-word latency is ≤ 1000 ms, the lowest RTF at one torch thread. The first round's rule lacked "separably
 lower RTF" (its choice, −0.17 [−0.22, −0.12], meets it); the second round showed why it is needed: the hush word
 would have been chosen for an RTF 0.0007 lower (interval −0.06 to +0.18) at +7.3 points of WER (−0.5 to +37.9).
-The chosen spec is written to ``selection/served_two_pass.json`` (``whisperline registry register`` registers it; ``PipelineConfig`` carries the same settings for the pipeline's two-pass candidates).
+The chosen spec is written to ``selection/served_two_pass.json`` (``whisperline registry register`` registers it;
+``PipelineConfig`` carries the same settings for the pipeline's two-pass candidates).
 
 ``--hush-dir DIR`` (second round, same rule, evidence ``selection/dev_serving_hush.*``): the reference is the
 served spec above and the one candidate changes only the mid-stream verifier's padding, 5 s of zeros → the trained
