@@ -61,3 +61,15 @@ def test_two_pass_candidates_cover_each_verifier_padding_and_need_a_hush_word_on
                for s in two_pass.values())
     without = recognizer_candidates.fn(config, {300: "adapter"}, None, None)
     assert {s.verifier for s in without if s.kind == "two-pass"} == {"zeros_5s"}
+
+
+def test_the_config_offers_only_verifier_paddings_the_verifier_knows():
+    # configs/ spells them out as a Literal (no torch on config parsing): a subset of the verifier's conditions
+    from typing import get_args
+
+    from configs.pipeline import PipelineConfig
+    from training.hush_word.transcribe import CONDITIONS
+
+    annotation = PipelineConfig.model_fields["two_pass_verifiers"].annotation
+    names = set(get_args(get_args(annotation)[0]))
+    assert names and names <= set(CONDITIONS)
