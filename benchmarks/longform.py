@@ -157,33 +157,49 @@ def specs(args, choices: dict) -> list:
     return out
 
 
+def repeated_speech(minutes: float, realspeech: Path | None = None):
+    """One continuous stream of ``minutes`` of real speech: the LJSpeech + CMU ARCTIC utterances joined, repeated;
+    and the length of one repetition in samples."""
+    import numpy as np
+
+    from evaluation.longform import join
+    from evaluation.sets import load_realspeech
+
+    utts = load_realspeech(realspeech or REPO.parent / "shared" / "data" / "realspeech", ("ljspeech", "cmu_arctic"))
+    period = sum(len(u.audio) for u in utts)
+    return join(utts * int(np.ceil(minutes * 60 * 16_000 / period)), f"repeated-{minutes}min"), period
+
+
+def timed_steps(recognizer, audio, chunk_ms: int) -> list[tuple[int, float]]:
+    """Feed ``audio`` in the recognizer's pieces with fixed feeding; (samples fed after each step, its compute ms).
+
+    A lean loop, not run_stream: a StreamRecord keeps every step's whole hypothesis (what RWER/ARWER score), which
+    for an hour of speech is steps × words of memory; here only each step's compute is kept."""
+    from streaming.events import chunks
+
+    steps, fed = [], 0
+    recognizer.reset()
+    for piece in chunks(audio, chunk_ms, getattr(recognizer, "lookahead_ms", 0.0)):
+        t0 = time.perf_counter()
+        recognizer.feed(piece)
+        fed += len(piece)
+        steps.append((fed, (time.perf_counter() - t0) * 1000))
+    return steps
+
+
 def hour_check(minutes: int, spec) -> dict:
     """One stream of ``minutes`` of real speech (the test utterances repeated) through one of our systems as the
     evaluate stage builds it: no exception, the segments it took, the step p90 of its first and last minute."""
     import numpy as np
 
-    from evaluation.longform import join
-    from evaluation.sets import load_realspeech
     from evaluation.systems import build
     from training.metrics import wer
-    from streaming.events import chunks
 
-    utts = load_realspeech(REPO.parent / "shared" / "data" / "realspeech", ("ljspeech", "cmu_arctic"))
-    period = sum(len(u.audio) for u in utts)
-    stream = join(utts * int(np.ceil(minutes * 60 * 16_000 / period)), f"hour-{minutes}min")
+    stream, period = repeated_speech(minutes)
     recognizer, _ = build(spec)
-    # a lean loop, not run_stream: a StreamRecord keeps every step's whole hypothesis (what RWER/ARWER score), which
-    # for an hour of speech is steps × words of memory; here only each step's compute and the final words are kept
     minute = 60 * 16_000
-    steps = []  # (samples fed after the step, its compute ms)
-    recognizer.reset()
     started = time.perf_counter()
-    fed = 0
-    for piece in chunks(stream.audio, spec.chunk_ms, getattr(recognizer, "lookahead_ms", 0.0)):
-        t0 = time.perf_counter()
-        recognizer.feed(piece)
-        fed += len(piece)
-        steps.append((fed, (time.perf_counter() - t0) * 1000))
+    steps = timed_steps(recognizer, stream.audio, spec.chunk_ms)
     words = recognizer.finish().words
     wall = time.perf_counter() - started
     at, ms = np.array(steps).T

@@ -23,28 +23,18 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results"
 
 CHILD = r"""
-import json, sys, time
+import json, sys
 from pathlib import Path
-import numpy as np
 sys.path.insert(0, sys.argv[3])
 import torch
-from evaluation.longform import join
-from evaluation.sets import load_realspeech
+from benchmarks.longform import repeated_speech, timed_steps
 from evaluation.systems import SystemSpec, build
-from streaming.events import chunks
 
 torch.set_num_threads(2)
 spec = SystemSpec(**json.loads(Path(sys.argv[4]).read_text()))
-utts = load_realspeech(Path(sys.argv[5]), ("ljspeech", "cmu_arctic"))
-period = sum(len(u.audio) for u in utts)
-stream = join(utts * int(np.ceil(float(sys.argv[1]) * 60 * 16000 / period)), "stream")
+stream, _ = repeated_speech(float(sys.argv[1]), Path(sys.argv[5]))
 recognizer, _ = build(spec)
-recognizer.reset()
-steps = []
-for piece in chunks(stream.audio, spec.chunk_ms, 0.0):
-    t0 = time.perf_counter()
-    recognizer.feed(piece)
-    steps.append((time.perf_counter() - t0) * 1000)
+steps = [ms for _, ms in timed_steps(recognizer, stream.audio, spec.chunk_ms)]
 rss = int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
 Path(sys.argv[2]).write_text(json.dumps({"steps": steps, "rss_mb": rss, "seconds": len(stream.audio) / 16000}))
 """
