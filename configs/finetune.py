@@ -65,6 +65,18 @@ class AugmentSettings(BaseModel):
         return self
 
 
+class DistillSettings(BaseModel):
+    """Distillation from the full-context teacher: at every supervised position whose target is a word
+    token (not the "wait" EOT), a KL term between the student's next-token distribution (block-causal encoder,
+    audio up to the sample point) and the teacher's (the same base weights with the adapter switched off, full
+    attention over the whole utterance, same token prefix). The teacher hears the right context the student
+    lacks, and its whole distribution teaches, not only the one target token."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    weight: float = Field(0.0, ge=0, le=1, description="loss = (1 - weight) CE + weight KL; 0: off")
+    temperature: float = Field(1.0, gt=0, description="softens both distributions; KL scaled by T^2 (Hinton)")
+
+
 class ChaosConfig(BaseModel):
     """Fault drill: SIGKILL the worker of ``rank`` when it reaches ``at_step``, once (``marker`` file)."""
 
@@ -84,6 +96,7 @@ class FinetuneConfig(JobConfig):
     margin_ms: int = Field(1000, ge=0, description="sample points up to the speech end plus this (silence)")
     lora: LoraSettings = LoraSettings()
     augment: AugmentSettings = AugmentSettings()
+    distill: DistillSettings = DistillSettings()
 
     val_every: int = Field(0, ge=0, description="streaming validation every N steps (0: at the end only)")
 

@@ -138,6 +138,7 @@ class SamplePointBatch:
     row_frames: torch.Tensor  # [R] encoder frames the row's decoder may attend to (its boundary)
     chunk_ms: int
     tau0_ms: int
+    utt_frames: torch.Tensor | None = None  # [U] encoder frames of each utterance's own audio (the teacher's)
 
     @property
     def n_points(self) -> int:
@@ -149,7 +150,8 @@ class SamplePointBatch:
 
     def to(self, device: torch.device | str) -> SamplePointBatch:
         return SamplePointBatch(self.mel.to(device), self.tokens.to(device), self.labels.to(device),
-                                self.row_utt.to(device), self.row_frames.to(device), self.chunk_ms, self.tau0_ms)
+                                self.row_utt.to(device), self.row_frames.to(device), self.chunk_ms, self.tau0_ms,
+                                None if self.utt_frames is None else self.utt_frames.to(device))
 
 
 def collate(utterances: Sequence[TrainUtterance], mels: Sequence[torch.Tensor], *, chunk_ms: int, tau0_ms: int,
@@ -173,4 +175,5 @@ def collate(utterances: Sequence[TrainUtterance], mels: Sequence[torch.Tensor], 
     for i, m in enumerate(mels):
         mel[i, :, : m.shape[-1]] = m
     return SamplePointBatch(mel, torch.from_numpy(inputs), torch.from_numpy(labels), torch.tensor(row_utt),
-                            torch.tensor(row_frames), chunk_ms, tau0_ms)
+                            torch.tensor(row_frames), chunk_ms, tau0_ms,
+                            utt_frames=torch.tensor([m.shape[-1] // 2 for m in mels]))

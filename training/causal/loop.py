@@ -125,7 +125,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     model = setup.model
     apply_lora(model, cfg.lora, seed=cfg.seed)
     model.train()
-    module = SamplePointLoss(model)
+    module = SamplePointLoss(model, cfg.distill, eot=setup.tokenizer.eot)
     optimizer = torch.optim.AdamW(trainable_parameters(model), lr=cfg.lr, weight_decay=cfg.weight_decay,
                                   eps=cfg.adam_eps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
@@ -181,7 +181,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                             rng=np.random.default_rng([cfg.seed, step, rank])).to(device)
             torch.manual_seed(hash((cfg.seed, step, rank)) % 2**31)  # LoRA dropout: same masks after a resume
             loss, _ = ddp(batch.mel, batch.tokens, batch.labels, batch.row_utt, batch.row_frames, batch.chunk_ms,
-                          batch.tau0_ms)
+                          batch.tau0_ms, batch.utt_frames)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(model), cfg.grad_clip)
@@ -193,6 +193,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                        "grad_norm": float(grad_norm), "chunk_ms": chunk_ms,
                        "sample_points": all_reduce_mean(batch.n_points) * world,
                        "step_s": all_reduce_mean(seconds)}
+            metrics.update({f"loss_{k}": all_reduce_mean(v) for k, v in module.last.items()})  # ce, kd (distilling)
             metrics["sample_points_per_s"] = metrics["sample_points"] / max(metrics["step_s"], 1e-9)
             last = done == cfg.max_steps
             if validation and (last or (cfg.val_every and done % cfg.val_every == 0)):

@@ -9,6 +9,12 @@ Decoder: one row per sample point, cross-attention keys restricted to the row's 
 key mask, causal self-attention over the row's tokens. Cross-attention keys/values are projected once per
 utterance and gathered per row. Logits are computed only at supervised positions.
 
+Distillation (``configs.finetune.DistillSettings``, off by default): the teacher is the same base weights with the
+adapter switched off (``training.lora.adapters_off``), its encoder at full attention over each utterance's own
+frames (no batch padding), its decoder on the same token rows attending to every frame. At the positions whose
+target is a word token, ``loss = (1 - w) CE + w T² KL(teacher_T || student_T)``. The "wait" EOT positions are
+left to the cross-entropy alone: the teacher hears the next word there and would teach the student to guess it.
+
 Wrapped as an ``nn.Module`` whose ``forward`` returns the loss, so DDP (``ray.train.torch.prepare_model``) sees one
 forward per step and all-reduces the LoRA gradients once.
 """
@@ -19,16 +25,22 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from configs.finetune import DistillSettings
 from training.causal.data import SamplePointBatch
 from training.causal.samples import IGNORE
 from streaming.encoder import CausalEncoder
+from training.lora.adapter import adapters_off
 
 
 class SamplePointLoss(nn.Module):
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, distill: DistillSettings = DistillSettings(), eot: int | None = None) -> None:
         super().__init__()
+        if distill.weight and eot is None:
+            raise ValueError("distillation needs the tokenizer's EOT id (its positions are not distilled)")
         self.model = model
+        self.distill, self.eot = distill, eot
         self._encoders: dict[tuple[int, int], CausalEncoder] = {}
+        self.last: dict[str, float] = {}  # the last forward's loss parts (for logging)
 
     def encoder_for(self, chunk_ms: int, tau0_ms: int) -> CausalEncoder:
         key = (chunk_ms, tau0_ms)
@@ -37,16 +49,45 @@ class SamplePointLoss(nn.Module):
         return self._encoders[key]
 
     def forward(self, mel: Tensor, tokens: Tensor, labels: Tensor, row_utt: Tensor, row_frames: Tensor,
-                chunk_ms: int, tau0_ms: int) -> tuple[Tensor, Tensor]:
-        """Mean cross-entropy over supervised positions, and their count."""
+                chunk_ms: int, tau0_ms: int, utt_frames: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """The loss (mean cross-entropy over supervised positions, with the distillation term when on), and the
+        count of supervised positions. ``utt_frames`` [U]: each utterance's own encoder frames (the teacher's)."""
         audio = self.encoder_for(chunk_ms, tau0_ms)(mel)  # [U, T, d]
         logits, targets = decoder_logits(self.model.decoder, tokens, labels, audio, row_utt, row_frames)
         n = targets.numel()
-        return F.cross_entropy(logits.float(), targets, reduction="mean"), torch.tensor(n)
+        ce = F.cross_entropy(logits.float(), targets, reduction="mean")
+        self.last = {"ce": float(ce.detach())}
+        if not self.distill.weight:
+            return ce, torch.tensor(n)
+        if utt_frames is None:
+            raise ValueError("distillation needs each utterance's frame count (SamplePointBatch.utt_frames)")
+        word = (labels != IGNORE) & (labels != self.eot)
+        if not word.any():  # still reported: every rank all-reduces the same metrics
+            self.last["kd"] = 0.0
+            return ce, torch.tensor(n)
+        teacher = self.teacher_logits(mel, tokens, torch.where(word, labels, IGNORE), row_utt, utt_frames)
+        t = self.distill.temperature
+        kd = F.kl_div(F.log_softmax(logits[word[labels != IGNORE]].float() / t, dim=-1),
+                      F.log_softmax(teacher.float() / t, dim=-1), log_target=True, reduction="batchmean") * t * t
+        self.last["kd"] = float(kd.detach())
+        w = self.distill.weight
+        return (1 - w) * ce + w * kd, torch.tensor(n)
+
+    @torch.no_grad()
+    def teacher_logits(self, mel: Tensor, tokens: Tensor, labels: Tensor, row_utt: Tensor, utt_frames: Tensor) -> Tensor:
+        """The full-context teacher's logits at the supervised positions of ``labels`` (module docstring)."""
+        encoder = self.encoder_for(20, 20)  # its modules at full attention (mask=None): the block size is unused
+        with adapters_off(self.model):
+            frames = torch.zeros(mel.shape[0], mel.shape[-1] // 2, self.model.dims.n_audio_state,
+                                 dtype=mel.dtype, device=mel.device)
+            for u, n in enumerate(utt_frames.tolist()):  # each utterance alone: batch padding must not leak in
+                frames[u, :n] = encoder(mel[u : u + 1, :, : 2 * n], mask=None)[0]
+            logits, _ = decoder_logits(self.model.decoder, tokens, labels, frames, row_utt, utt_frames[row_utt])
+        return logits
 
     def loss(self, batch: SamplePointBatch) -> tuple[Tensor, Tensor]:
         return self(batch.mel, batch.tokens, batch.labels, batch.row_utt, batch.row_frames, batch.chunk_ms,
-                    batch.tau0_ms)
+                    batch.tau0_ms, batch.utt_frames)
 
 
 def _heads(x: Tensor, n_head: int) -> Tensor:

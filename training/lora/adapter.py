@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,27 @@ def apply_lora(model: nn.Module, settings: LoraSettings, seed: int | None = None
                 with torch.no_grad():
                     a.copy_(torch.empty(a.shape).uniform_(-bound, bound, generator=generator))
     return names
+
+
+@contextmanager
+def adapters_off(model: nn.Module) -> Iterator[nn.Module]:
+    """The base weights alone while inside (a distillation teacher without a second copy of the model).
+
+    peft's own switch (``enable_adapters``) also flips the adapter parameters' ``requires_grad``; the trainable
+    flags are put back as they were, so an optimizer or DDP set up before sees the same parameters after."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
+    trainable = {name: p.requires_grad for name, p in model.named_parameters()}
+    for layer in layers:
+        layer.enable_adapters(False)
+    try:
+        yield model
+    finally:
+        for layer in layers:
+            layer.enable_adapters(True)
+        for name, p in model.named_parameters():
+            p.requires_grad = trainable[name]
 
 
 def adapted_modules(model: nn.Module) -> list[str]:
