@@ -32,7 +32,7 @@ from streaming.evaluate import evaluate_records, per_utterance, stream_all
 ROW_KEYS = ("wer", "rwer", "arwer", "laal_ms", "al_ms", "word_latency_ms_median", "word_latency_ms_p90",
             "first_word_latency_ms_median", "word_latency_lower_bound_ms_median", "step_ms_median", "step_ms_p90",
             "rtf", "end_lag_ms_median", "end_lag_ms_max", "words_matched", "late_step_share",
-            "step_ms_p90_first_minute", "step_ms_p90_last_minute")
+            "step_ms_p90_first_minute", "step_ms_p90_last_minute", "partial_rewrite_rate", "partial_words_shown")
 # what depends only on the transcript (identical in every repeat of a deterministic system); the rest depends on the
 # clock, so a row reports the median of its repeats (these machines are shared and noisy)
 TRANSCRIPT_KEYS = frozenset({"wer", "rwer", "arwer", "words_matched", "word_latency_lower_bound_ms_median"})
@@ -261,14 +261,15 @@ def markdown(result: dict[str, Any]) -> str:
                   f"vs reference = system − {reference or 'none'} on the same {iv['unit']}s: `better` / `worse` when "
                   f"the interval of the difference excludes 0, else `not separable`. Per-utterance results are in "
                   f"the json (`per_utterance`).", ""]
-    lines += ["| system | source | chunk ms | WER [95 % CI] | ARWER | LAAL ms | word latency median [95 % CI] / p90 ms "
+    lines += ["| system | source | chunk ms | WER [95 % CI] | ARWER | partial rewrites | LAAL ms | word latency median [95 % CI] / p90 ms "
               "(queue) | first word ms | step median / p90 ms | RTF [95 % CI] | end lag ms | feeding (late steps) | within cap | "
               "Pareto | vs reference: ΔWER [ci] verdict | Δ median latency [ci] verdict | ΔRTF [ci] verdict |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["systems"]:
         lines.append(
             f"| {r['name']} | {r['source']} | {r['chunk_ms'] or 'offline'} | {_fmt(r['wer'], True)}"
-            f"{_ci(r, 'wer', _pct)} | {_fmt(r['arwer'], True)} | {_fmt(r['laal_ms'])} | "
+            f"{_ci(r, 'wer', _pct)} | {_fmt(r['arwer'], True)} | {_fmt(r.get('partial_rewrite_rate'), True)} | "
+            f"{_fmt(r['laal_ms'])} | "
             f"{_fmt(r['word_latency_ms_median'])}{_ci(r, 'word_latency_ms_median', _ms)} / "
             f"{_fmt(r['word_latency_ms_p90'])} | {_fmt(r['first_word_latency_ms_median'])} | "
             f"{_fmt(r['step_ms_median'])} / {_fmt(r['step_ms_p90'])} | {_fmt(r['rtf'])}{_ci(r, 'rtf', _rtf)} | "

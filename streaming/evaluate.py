@@ -14,15 +14,19 @@ commits it finishes.
 - Word latency: queue emission − aligned end of the matching reference word (median / p90 / mean over matched
   words); first-word latency: the same for the first matched reference word of each utterance; the
   computation-unaware lower bound uses the audio consumed instead of the queue emission.
+- Partial rewrite rate: of the partial words put on screen (a tentative word shown at a position where the previous
+  step showed another word or none), the share the final transcript does not keep (not in a block of words the
+  display and the final text share, compared case- and punctuation-blind): what a reader saw change.
 - Compute: per-step wall time (median / p90 over the feed steps), RTF = total compute / audio, and the end lag:
   how far behind real time each stream finishes (finish of its last step − audio end).
 """
 
 from __future__ import annotations
 
+import difflib
 import math
+import re
 from collections.abc import Sequence
-
 
 from training.metrics import (
     arwer_counts,
@@ -46,6 +50,30 @@ LATENCY_KEYS = {"LAAL": "laal_ms", "AL": "al_ms", "DAL": "dal_ms", "AP": "ap",
 
 def _r(value: float, digits: int) -> float:
     return round(value, digits) if math.isfinite(value) else float("nan")
+
+
+def _key(word: str) -> str:
+    return re.sub(r"[^0-9a-z']", "", word.lower())
+
+
+def partial_rewrites(record: StreamRecord) -> tuple[int, int]:
+    """(partial words shown, of them not kept by the final transcript) of one stream (module docstring)."""
+    if not record.steps:
+        return 0, 0
+    final = [_key(w) for w in record.steps[-1].hypothesis.words]
+    shown = rewritten = 0
+    before: tuple[str, ...] = ()
+    for step in record.steps:
+        hyp = step.hypothesis
+        words = [_key(w) for w in hyp.words]
+        kept = {i for block in difflib.SequenceMatcher(a=words, b=final, autojunk=False).get_matching_blocks()
+                for i in range(block.a, block.a + block.size)}
+        for i in range(len(hyp.committed), len(hyp.words)):
+            if i >= len(before) or before[i] != hyp.words[i]:  # newly on screen at this position
+                shown += 1
+                rewritten += i not in kept
+        before = hyp.words
+    return shown, rewritten
 
 
 def _word_latencies(record: StreamRecord, utt: Utterance, *, clock: bool = True) -> list[WordLatency]:
@@ -86,6 +114,7 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
     # feed steps that started after their audio had arrived: the system was behind real time (live feeding then
     # gave it every piece that had arrived, as one step)
     late = [q.wait_ms > 0 for r in records for s, q in zip(r.steps, r.queue, strict=True) if not s.final]
+    shown, rewritten = (sum(x) for x in zip(*(partial_rewrites(r) for r in records))) if records else (0, 0)
     audio_s = sum(r.audio_ms for r in records) / 1000
     compute_s = sum(sum(r.compute_ms) for r in records) / 1000
     end_lag = [r.lag_ms for r in records if r.steps]
@@ -104,6 +133,8 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
         "word_latency_ms_p90": _r(words["p90"], 1),
         "word_latency_ms_mean": _r(words["mean"], 1),
         "first_word_latency_ms_median": _r(latency_summary(first_lat)["median"], 1),
+        "partial_rewrite_rate": round(rewritten / shown, 4) if shown else float("nan"),
+        "partial_words_shown": shown,
         "word_latency_lower_bound_ms_median": _r(bound["median"], 1),
         "word_latency_lower_bound_ms_p90": _r(bound["p90"], 1),
         "words_matched": len(word_lat),
@@ -135,6 +166,7 @@ def per_utterance(records: Sequence[StreamRecord], utterances: Sequence[Utteranc
     counts = utterance_counts([u.reference for u in utterances], [r.text for r in records])
     return [{"utt_id": utt.utt_id, "recording": utt.recording or utt.utt_id, "ref_words": c.ref_words,
              "errors": c.errors, "hyp": record.text,
+             **dict(zip(("partials_shown", "partials_rewritten"), partial_rewrites(record), strict=True)),
              "word_latency_ms": [w.latency_ms for w in _word_latencies(record, utt)],
              "compute_ms": sum(record.compute_ms), "audio_ms": record.audio_ms}
             for record, utt, c in zip(records, utterances, counts, strict=True)]

@@ -298,3 +298,27 @@ def test_live_feeding_gives_a_slow_system_everything_that_arrived():
     m = evaluate_records([record], [_utterance()])
     assert 0.5 < m["late_step_share"] <= 1.0
     assert m["word_latency_ms_median"] < evaluate_records([fixed], [_utterance()])["word_latency_ms_median"]
+
+
+# ---------------------------------------------------------------------------------------------------- partials
+
+
+def _record(*hyps: Hypothesis):
+    steps = [Step(300.0 * (i + 1), 1.0, h, final=i == len(hyps) - 1) for i, h in enumerate(hyps)]
+    return record_from_steps(steps, audio_ms=300.0 * len(hyps), chunk_ms=300)
+
+
+def test_partial_rewrite_rate_counts_partials_the_final_text_does_not_keep():
+    from streaming.evaluate import partial_rewrites
+
+    # "the cat" shown, then "cat" rewritten to "cap", "sat" added; the final text keeps "the", "cap", "sat"
+    record = _record(Hypothesis((), ("the", "cat")), Hypothesis(("the",), ("cap", "sat")),
+                     Hypothesis(("the",), ("cap", "sat")), Hypothesis(("The", "cap,", "sat")))
+    assert partial_rewrites(record) == (4, 1)  # the, cat, cap, sat shown (the repeat is not shown again); cat lost
+    # a partial kept in the final text after a word was inserted before it is not a rewrite: words are aligned
+    shifted = _record(Hypothesis((), ("dog", "barked")), Hypothesis(("the", "dog", "barked")))
+    assert partial_rewrites(shifted) == (2, 0)
+    assert partial_rewrites(_record(Hypothesis(("a",)))) == (0, 0)  # no partials: nothing to rewrite
+    m = evaluate_records([record, shifted], [Utterance("u1", np.zeros(1), "the cap sat", ()),
+                                             Utterance("u2", np.zeros(1), "the dog barked", ())])
+    assert m["partial_words_shown"] == 6 and m["partial_rewrite_rate"] == round(1 / 6, 4)
