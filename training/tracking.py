@@ -76,7 +76,8 @@ def default_tracking_uri() -> str:
 def artifact_root(tracking_uri: str) -> str | None:
     """Artifact location for new experiments of a local sqlite store (next to the database); None: the server's."""
     if tracking_uri.startswith("sqlite:///"):
-        return (Path(tracking_uri.removeprefix("sqlite:///")).parent / "artifacts").as_uri()
+        # sqlite:///relative/path is relative to the working directory (SQLAlchemy): so is its artifact folder
+        return (Path(tracking_uri.removeprefix("sqlite:///")).resolve().parent / "artifacts").as_uri()
     return None
 
 
