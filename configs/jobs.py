@@ -48,12 +48,17 @@ class JobConfig(BaseModel):
                               ).hexdigest()
 
     def resolved_paths(self):
-        """Dataset paths made absolute (Ray workers run in their own working directories); URLs (``s3://…``) are
-        left as they are."""
+        """Dataset paths and a local sqlite tracking store made absolute (Ray workers run in their own working
+        directories, where a relative path names another file); URLs (``s3://…``, ``http://…``) are left as they
+        are."""
         from data import fs
 
         def resolved(d: str) -> str:
             return str(d) if fs.is_remote(str(d)) else str(Path(d).resolve())
 
+        uri = self.tracking_uri
+        if uri and uri.startswith("sqlite:///"):
+            uri = f"sqlite:///{Path(uri.removeprefix('sqlite:///')).resolve()}"
         return self.model_copy(update={"datasets": tuple(resolved(d) for d in self.datasets),
-                                       "validation_datasets": tuple(resolved(d) for d in self.validation_datasets)})
+                                       "validation_datasets": tuple(resolved(d) for d in self.validation_datasets),
+                                       "tracking_uri": uri})

@@ -229,6 +229,11 @@ def test_resolved_paths_keeps_urls():
     out = cfg.resolved_paths()
     assert out.datasets == ("s3://b/datasets/x/v1", str(Path("rel/dir").resolve()))
     assert out.validation_datasets == ("s3://b/datasets/y/v2",)
+    # a relative sqlite store names another file in a Ray worker's working directory: made absolute; a server kept
+    assert JobConfig(datasets=("x",), tracking_uri="sqlite:///rel/mlflow.db").resolved_paths().tracking_uri == \
+        f"sqlite:///{Path('rel/mlflow.db').resolve()}"
+    assert JobConfig(datasets=("x",), tracking_uri="http://127.0.0.1:5000").resolved_paths().tracking_uri == \
+        "http://127.0.0.1:5000"
 
 
 def test_write_table_to_s3_is_byte_identical(tmp_path, s3_bucket):
