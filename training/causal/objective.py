@@ -9,8 +9,8 @@ Decoder: one row per sample point, cross-attention keys restricted to the row's 
 key mask, causal self-attention over the row's tokens. Cross-attention keys/values are projected once per
 utterance and gathered per row. Logits are computed only at supervised positions.
 
-Distillation (``configs.finetune.DistillSettings``, off by default): the teacher is the same base weights with the
-adapter switched off (``training.lora.adapters_off``), its encoder at full attention over each utterance's own
+Distillation (``configs.finetune.DistillSettings``; the recipe distils, chosen on dev): the teacher is the same
+base weights with the adapter switched off (``training.lora.adapters_off``), its encoder at full attention over each utterance's own
 frames (no batch padding), its decoder on the same token rows attending to every frame. At the positions whose
 target is a word token, ``loss = (1 - w) CE + w T² KL(teacher_T || student_T)``. The "wait" EOT positions are
 left to the cross-entropy alone: the teacher hears the next word there and would teach the student to guess it.
@@ -33,8 +33,10 @@ from training.lora.adapter import adapters_off
 
 
 class SamplePointLoss(nn.Module):
-    def __init__(self, model: nn.Module, distill: DistillSettings = DistillSettings(), eot: int | None = None) -> None:
+    def __init__(self, model: nn.Module, distill: DistillSettings | None = None, eot: int | None = None) -> None:
+        """``distill``: the distillation term's settings (None: cross-entropy alone)."""
         super().__init__()
+        distill = distill or DistillSettings(weight=0.0)
         if distill.weight and eot is None:
             raise ValueError("distillation needs the tokenizer's EOT id (its positions are not distilled)")
         self.model = model
