@@ -67,6 +67,11 @@ class PipelineConfig(BaseModel):
     # continuous real dev speech the hush word saved no compute against 5 s of zeros (RTF -0.0007 [-0.058, +0.184])
     # at +7.3 WER points (not separable: -0.5 to +37.9; benchmarks/results/selection/dev_serving_hush.*)
     two_pass_verifiers: tuple[Literal["hush", "zeros_5s", "noise_5s", "pad30"], ...] = ("hush", "zeros_5s")
+    # EMMA among the recognizers the promote stage registers: only where it earns its place, writing earlier than the
+    # stability rule at a WER not separably worse. On dev it did not (benchmarks/results/selection/dev_emma*: on the
+    # distilled 300 ms adapter, every threshold wrote 203-548 ms earlier but scored +7 to +25 points of WER, each
+    # interval above 0), so it is left out; the sweep still runs, tracks and promotes its own policies
+    emma_candidate: bool = False
     hush_word: dict = Field(default_factory=dict)
     finetune: dict = Field(default_factory=dict)
     emma_sweep: dict = Field(default_factory=dict)

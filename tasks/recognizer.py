@@ -16,7 +16,8 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
                           hush_dir: str | None) -> list[SystemSpec]:
     """Every recognizer the profile's stages made: causal greedy (and beam, ``candidate_beam``) per tuned adapter,
     two-pass per adapter and verifier padding of ``two_pass_verifiers`` (the hush word where one was trained; finals
-    on causal agreement, and also on verifier self-agreement), the dev-selected EMMA trial at its chunk size."""
+    on causal agreement, and also on verifier self-agreement), and the dev-selected EMMA trial at its chunk size
+    where the profile keeps EMMA a candidate (``emma_candidate``)."""
     specs: list[SystemSpec] = []
     for chunk, adapter in sorted(adapters.items()):
         specs.append(SystemSpec(f"recognizer causal {chunk} ms", "causal", chunk, config.model, adapter_dir=adapter))
@@ -37,7 +38,7 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
                                         self_agreement=agree or None, window_ms=config.verifier_window_ms,
                                         cache_policy=config.two_pass_cache_policy,
                                         precision=config.two_pass_precision))
-    if emma := dev_selected_emma(config, adapters, sweep):
+    if config.emma_candidate and (emma := dev_selected_emma(config, adapters, sweep)):
         specs.append(SystemSpec(f"recognizer emma {config.sweep_chunk_ms} ms", "causal", config.sweep_chunk_ms,
                                 config.model, adapter_dir=adapters[config.sweep_chunk_ms], **emma))
     return specs

@@ -73,3 +73,19 @@ def test_the_config_offers_only_verifier_paddings_the_verifier_knows():
     annotation = PipelineConfig.model_fields["two_pass_verifiers"].annotation
     names = set(get_args(get_args(annotation)[0]))
     assert names and names <= set(CONDITIONS)
+
+
+def test_emma_is_a_candidate_only_where_the_profile_keeps_it(monkeypatch):
+    # dev evidence (selection/dev_emma*) left EMMA off the front: the default registers no EMMA recognizer, and the
+    # sweep's trial is not even looked up (no tracking server is reachable here)
+    from configs.pipeline import PipelineConfig
+    from tasks.recognizer import recognizer_candidates
+
+    sweep = {"tracking_uri": "http://127.0.0.1:9", "promotion": {"trial": {"run_id": "r", "t_emma": 0.4}}}
+    config = PipelineConfig(stages=["finetune_causal", "sweep_emma", "promote"])
+    assert not config.emma_candidate
+    assert not [s for s in recognizer_candidates.fn(config, {300: "adapter"}, sweep, None) if s.emma_dir]
+    kept = config.model_copy(update={"emma_candidate": True})
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    with pytest.raises(Exception):  # now the trial is looked up, and the server is not there
+        recognizer_candidates.fn(kept, {300: "adapter"}, sweep, None)
