@@ -1,7 +1,8 @@
 """The dev-split gate over registered recognizers: which version each alias names.
 
 Every candidate (causal greedy, beam, two-pass, EMMA where the profile keeps it, at each chunk size the profile
-trains) is registered and scored on the `dev` split in one evaluate run beside the offline references. The gate then names:
+trains) is registered and scored on the `dev` split in one evaluate run beside the offline references. The gate
+then names:
 
 - ``champion``: the lowest dev WER among candidates within the WER cap (offline Whisper on the same utterances + cap
   points), within the profile's median final-word latency budget and compute budget (RTF), when set; ties go to
