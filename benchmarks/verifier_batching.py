@@ -152,7 +152,8 @@ def project(comp: dict, rows: list[dict], cores: int = 2) -> list[dict]:
                     + comp["token_steps_per_pass"] * r["token_step_ms_per_row"])
         per_s = causal + comp["passes_per_audio_s"] * per_pass
         out.append({"batch": r["batch"], "verifier_pass_ms_per_stream": round(per_pass, 1),
-                    "compute_ms_per_audio_s": round(per_s, 1), "streams_on_cores_at_most": round(cores * 1000 / per_s, 1)})
+                    "compute_ms_per_audio_s": round(per_s, 1),
+                    "streams_on_cores_at_most": round(cores * 1000 / per_s, 1)})
     return out
 
 
@@ -189,7 +190,8 @@ def main() -> None:
              "| batch | encoder ms/row | prefix ms/row | one-token step ms/row | verifier pass ms/stream | "
              "compute ms per audio s | streams on 2 cores (at most) |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['batch']} | {r['encoder_ms_per_row']} | {r['prefix_ms_per_row']} | {r['token_step_ms_per_row']} "
-              f"| {p['verifier_pass_ms_per_stream']} | {p['compute_ms_per_audio_s']} | {p['streams_on_cores_at_most']} |"
+              f"| {p['verifier_pass_ms_per_stream']} | {p['compute_ms_per_audio_s']} "
+              f"| {p['streams_on_cores_at_most']} |"
               for r, p in zip(rows, projected)]
     lines += ["", f"Batching 8 streams' passes: per-stream compute ÷ {result['gain_at_8']}."]
     (out / "verifier_batching.md").write_text("\n".join(lines) + "\n")

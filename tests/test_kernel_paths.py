@@ -70,8 +70,9 @@ def path_runs(realspeech, tmp_path_factory) -> dict[str, tuple[int, str, str]]:
     for name, (proc, log, env) in running.items():
         code = proc.wait(timeout=900)
         log.seek(0)
-        capability = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
-                                    env=env, capture_output=True, text=True, timeout=120).stdout.strip()
+        probe = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+        capability = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                                    timeout=120).stdout.strip()
         done[name] = (code, log.read(), capability)
         log.close()
     return done

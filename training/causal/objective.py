@@ -10,10 +10,11 @@ key mask, causal self-attention over the row's tokens. Cross-attention keys/valu
 utterance and gathered per row. Logits are computed only at supervised positions.
 
 Distillation (``configs.finetune.DistillSettings``; the recipe distils, chosen on dev): the teacher is the same
-base weights with the adapter switched off (``training.lora.adapters_off``), its encoder at full attention over each utterance's own
-frames (no batch padding), its decoder on the same token rows attending to every frame. At the positions whose
-target is a word token, ``loss = (1 - w) CE + w T² KL(teacher_T || student_T)``. The "wait" EOT positions are
-left to the cross-entropy alone: the teacher hears the next word there and would teach the student to guess it.
+base weights with the adapter switched off (``training.lora.adapters_off``), its encoder at full attention over
+each utterance's own frames (no batch padding), its decoder on the same token rows attending to every frame. At the
+positions whose target is a word token, ``loss = (1 - w) CE + w T² KL(teacher_T || student_T)``. The "wait" EOT
+positions are left to the cross-entropy alone: the teacher hears the next word there and would teach the student to
+guess it.
 
 Wrapped as an ``nn.Module`` whose ``forward`` returns the loss, so DDP (``ray.train.torch.prepare_model``) sees one
 forward per step and all-reduces the LoRA gradients once.
@@ -76,7 +77,8 @@ class SamplePointLoss(nn.Module):
         return (1 - w) * ce + w * kd, torch.tensor(n)
 
     @torch.no_grad()
-    def teacher_logits(self, mel: Tensor, tokens: Tensor, labels: Tensor, row_utt: Tensor, utt_frames: Tensor) -> Tensor:
+    def teacher_logits(self, mel: Tensor, tokens: Tensor, labels: Tensor, row_utt: Tensor,
+                       utt_frames: Tensor) -> Tensor:
         """The full-context teacher's logits at the supervised positions of ``labels`` (module docstring)."""
         encoder = self.encoder_for(20, 20)  # its modules at full attention (mask=None): the block size is unused
         with adapters_off(self.model):
