@@ -27,21 +27,14 @@ def main() -> None:
     parser.add_argument("--state", default="outputs/bench27/state.json")
     args = parser.parse_args()
 
-    from benchmarks.evidence import finetune_config
-    from configs.finetune import DistillSettings
+    from benchmarks.distill import chosen_recipe
     from evaluation.report import evaluate_systems, write_report
     from evaluation.sets import describe, load_split
     from evaluation.systems import SystemSpec
     from training.causal.run import run_finetune
 
-    state_path = Path(args.state).resolve()
-    data = json.loads(state_path.read_text())["datasets"]
-    chosen = json.loads((SELECTION / "dev_distill_choice.json").read_text())
-    out = state_path.parent / "distill"  # the same store as the distillation runs: one experiment, comparable runs
-    cfg = finetune_config([data["synth"]], data["real"], chosen["steps"], f"sqlite:///{out / 'mlflow.db'}", out)
-    cfg = cfg.for_chunk(300).model_copy(update={"seed": chosen["seed"], "distill": DistillSettings(weight=0.5,
-                                                                                                temperature=2.0)})
-    espeak_only = run_finetune(cfg)["adapter_dir"]
+    data, chosen, cfg = chosen_recipe(args.state, train=("synth",))
+    espeak_only = run_finetune(cfg.for_chunk(300))["adapter_dir"]
     both = "distilled 300 ms, espeak-ng + Kokoro"
     specs = [SystemSpec(both, "causal", 300, adapter_dir=chosen["adapters"][chosen["chosen"]]),
              SystemSpec("distilled 300 ms, espeak-ng alone", "causal", 300, adapter_dir=espeak_only)]

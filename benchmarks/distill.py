@@ -49,6 +49,23 @@ def train(state: dict, out: Path, steps: int, seed: int, settings) -> dict[str, 
     return adapters
 
 
+def chosen_recipe(state_arg: str, train: tuple[str, ...] = ("synth", "kokoro_train")):
+    """For a run that varies the chosen recipe (``data_sources.py``, ``rcs_choice.py``): (the dataset versions, the
+    choice of ``selection/dev_distill_choice.json``, the recipe's fine-tuning config with its distillation setting,
+    seed and steps on the ``train`` datasets, in the distillation runs' MLflow store: comparable runs, one
+    experiment). The config is chunk-free: the caller picks ``for_chunk`` or ``for_random_chunks``."""
+    from benchmarks.evidence import finetune_config
+    from configs.finetune import DistillSettings
+
+    state_path = Path(state_arg).resolve()
+    data = json.loads(state_path.read_text())["datasets"]
+    chosen = json.loads((RESULTS / "selection" / "dev_distill_choice.json").read_text())
+    out = state_path.parent / "distill"
+    cfg = finetune_config([data[k] for k in train], data["real"], chosen["steps"], f"sqlite:///{out / 'mlflow.db'}",
+                          out)
+    return data, chosen, cfg.model_copy(update={"seed": chosen["seed"], "distill": DistillSettings(**SETTINGS[0])})
+
+
 def choose(results: dict[str, dict], reference: str) -> dict:
     """The rule of the module docstring over the real and synthetic dev evaluations."""
     real, synthetic = (results[k]["systems"] for k in ("real", "synthetic"))

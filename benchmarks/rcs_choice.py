@@ -27,19 +27,14 @@ def main() -> None:
     parser.add_argument("--state", default="outputs/bench27/state.json")
     args = parser.parse_args()
 
-    from benchmarks.evidence import finetune_config
+    from benchmarks.distill import chosen_recipe
     from evaluation.report import evaluate_systems, write_report
     from evaluation.sets import describe, load_split
     from evaluation.systems import SystemSpec
     from training.causal.run import run_finetune
 
-    state_path = Path(args.state).resolve()
-    data = json.loads(state_path.read_text())["datasets"]
-    chosen = json.loads((SELECTION / "dev_distill_choice.json").read_text())
-    out = state_path.parent / "distill"  # the distillation runs' store: comparable runs in one experiment
-    cfg = finetune_config([data["synth"], data["kokoro_train"]], data["real"], chosen["steps"],
-                          f"sqlite:///{out / 'mlflow.db'}", out)
-    rcs = run_finetune(cfg.model_copy(update={"seed": chosen["seed"]}).for_random_chunks([40, 100, 200, 300]))
+    data, chosen, cfg = chosen_recipe(args.state)
+    rcs = run_finetune(cfg.for_random_chunks([40, 100, 200, 300]))
     per_chunk = "distilled per-chunk 300 ms adapter"
     specs = [SystemSpec(per_chunk, "causal", 300, adapter_dir=chosen["adapters"][chosen["chosen"]]),
              SystemSpec("distilled random-chunk adapter at 300 ms", "causal", 300, adapter_dir=rcs["adapter_dir"])]
