@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 from collections.abc import Sequence
 
 from training.metrics import (
@@ -41,7 +40,7 @@ from training.metrics import (
 from training.metrics.emission import WordLatency
 from training.metrics.text import ErrorCounts
 from evaluation.sets import Utterance
-from streaming.events import StreamingRecognizer, StreamRecord, run_stream
+from streaming.events import StreamingRecognizer, StreamRecord, norm_word, run_stream
 
 
 LATENCY_KEYS = {"LAAL": "laal_ms", "AL": "al_ms", "DAL": "dal_ms", "AP": "ap",
@@ -52,20 +51,16 @@ def _r(value: float, digits: int) -> float:
     return round(value, digits) if math.isfinite(value) else float("nan")
 
 
-def _key(word: str) -> str:
-    return re.sub(r"[^0-9a-z']", "", word.lower())
-
-
 def partial_rewrites(record: StreamRecord) -> tuple[int, int]:
     """(partial words shown, of them not kept by the final transcript) of one stream (module docstring)."""
     if not record.steps:
         return 0, 0
-    final = [_key(w) for w in record.steps[-1].hypothesis.words]
+    final = [norm_word(w) for w in record.steps[-1].hypothesis.words]
     shown = rewritten = 0
     before: tuple[str, ...] = ()
     for step in record.steps:
         hyp = step.hypothesis
-        words = [_key(w) for w in hyp.words]
+        words = [norm_word(w) for w in hyp.words]
         kept = {i for block in difflib.SequenceMatcher(a=words, b=final, autojunk=False).get_matching_blocks()
                 for i in range(block.a, block.a + block.size)}
         for i in range(len(hyp.committed), len(hyp.words)):

@@ -23,6 +23,7 @@ and its latency grows along the stream on both clocks — correctly.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,11 @@ from typing import Literal, Protocol
 import numpy as np
 
 SAMPLE_RATE = 16_000
+
+
+def norm_word(word: str) -> str:
+    """Comparison key of a word: lower case letters and digits ("Most," == "most")."""
+    return re.sub(r"[^0-9a-z']", "", word.lower())
 
 
 @dataclass(frozen=True, slots=True)

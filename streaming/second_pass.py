@@ -33,7 +33,6 @@ Partial words (``Hypothesis.tentative``) are the causal hypothesis past the fina
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,18 +40,13 @@ import torch
 
 from streaming.decoding import StreamingDecoderBase, word_tokens
 from streaming.encoder import CausalEncoder
-from streaming.events import SAMPLE_RATE, Hypothesis
+from streaming.events import SAMPLE_RATE, Hypothesis, norm_word
 from streaming.word_times import FRAMES_PER_S, quiet_cut, word_ends_s
 
 # Whisper's previous-text context holds up to 223 tokens; the last sentence or two is what helps, and every prompt
 # token is decoded again at each pass
 PROMPT_TOKENS = 96
 KEEP_S = 1.5  # the final words' audio a trimmed window keeps before the open words (see TwoPassStreaming._trim)
-
-
-def norm_word(word: str) -> str:
-    """Comparison key of a word: lower case letters and digits ("Most," == "most")."""
-    return re.sub(r"[^0-9a-z']", "", word.lower())
 
 
 def agreed(a: list[str], b: list[str]) -> int:
