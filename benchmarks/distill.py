@@ -29,15 +29,21 @@ RESULTS = Path(__file__).resolve().parent / "results"
 SETTINGS = ({"weight": 0.5, "temperature": 2.0},)  # Hinton's usual mix; one setting: each costs a training run
 
 
+def recipe(data: dict, out: Path, steps: int, seed: int, train: tuple[str, ...] = ("synth", "kokoro_train")):
+    """The recipe's fine-tuning config (chunk-free: the caller picks ``for_chunk`` or ``for_random_chunks``) on the
+    ``train`` datasets, in the distillation runs' MLflow store under ``out``: comparable runs, one experiment."""
+    from benchmarks.evidence import finetune_config
+
+    cfg = finetune_config([data[k] for k in train], data["real"], steps, f"sqlite:///{out / 'mlflow.db'}", out)
+    return cfg.model_copy(update={"seed": seed})
+
+
 def train(state: dict, out: Path, steps: int, seed: int, settings) -> dict[str, str]:
     """{row name: adapter dir}: the recipe as it is, then with each distillation setting."""
-    from benchmarks.evidence import finetune_config
     from configs.finetune import DistillSettings
     from training.causal.run import run_finetune
 
-    data = state["datasets"]
-    base = finetune_config([data["synth"], data["kokoro_train"]], data["real"], steps,
-                           f"sqlite:///{out / 'mlflow.db'}", out).for_chunk(300).model_copy(update={"seed": seed})
+    base = recipe(state["datasets"], out, steps, seed).for_chunk(300)
     adapters = {}
     for setting in ({"weight": 0.0}, *settings):
         cfg = base.model_copy(update={"distill": DistillSettings(**setting)})
@@ -51,19 +57,15 @@ def train(state: dict, out: Path, steps: int, seed: int, settings) -> dict[str, 
 
 def chosen_recipe(state_arg: str, train: tuple[str, ...] = ("synth", "kokoro_train")):
     """For a run that varies the chosen recipe (``data_sources.py``, ``rcs_choice.py``): (the dataset versions, the
-    choice of ``selection/dev_distill_choice.json``, the recipe's fine-tuning config with its distillation setting,
-    seed and steps on the ``train`` datasets, in the distillation runs' MLflow store: comparable runs, one
-    experiment). The config is chunk-free: the caller picks ``for_chunk`` or ``for_random_chunks``."""
-    from benchmarks.evidence import finetune_config
+    choice of ``selection/dev_distill_choice.json``, :func:`recipe` on the ``train`` datasets with the choice's
+    distillation setting, seed and steps)."""
     from configs.finetune import DistillSettings
 
     state_path = Path(state_arg).resolve()
     data = json.loads(state_path.read_text())["datasets"]
     chosen = json.loads((RESULTS / "selection" / "dev_distill_choice.json").read_text())
-    out = state_path.parent / "distill"
-    cfg = finetune_config([data[k] for k in train], data["real"], chosen["steps"], f"sqlite:///{out / 'mlflow.db'}",
-                          out)
-    return data, chosen, cfg.model_copy(update={"seed": chosen["seed"], "distill": DistillSettings(**SETTINGS[0])})
+    cfg = recipe(data, state_path.parent / "distill", chosen["steps"], chosen["seed"], train)
+    return data, chosen, cfg.model_copy(update={"distill": DistillSettings(**SETTINGS[0])})
 
 
 def choose(results: dict[str, dict], reference: str) -> dict:
@@ -111,13 +113,12 @@ def main() -> None:
         units = load_split([dataset], ["dev"])
         results[key] = evaluate_systems(specs, units, test_set=describe([dataset], ["dev"], units), reference=reference)
     choice = choose(results, reference)
-    evidence = {"real": results["real"], "synthetic": results["synthetic"], "choice": choice, "adapters": adapters,
-                "steps": args.steps, "seed": args.seed, "command": " ".join(["python", *sys.argv])}
     folder = RESULTS / "selection"
     write_report(results["real"], folder, "dev_distill")
     write_report(results["synthetic"], folder, "dev_distill_synthetic")
-    (folder / "dev_distill_choice.json").write_text(json.dumps(evidence["choice"] | {
-        "adapters": adapters, "steps": args.steps, "seed": args.seed, "command": evidence["command"]}, indent=1) + "\n")
+    (folder / "dev_distill_choice.json").write_text(json.dumps(choice | {
+        "adapters": adapters, "steps": args.steps, "seed": args.seed, "command": " ".join(["python", *sys.argv])},
+        indent=1) + "\n")
     print(json.dumps(choice, indent=1))
 
 
