@@ -84,13 +84,18 @@ async def _send_realtime(ws, pcm: np.ndarray, t0: float) -> None:
         await ws.send(pcm[i : i + step].tobytes())
 
 
-async def stream_ours(url: str, utt, pcm: np.ndarray) -> Stream:
+async def stream_ours(url: str, utt, pcm: np.ndarray, *, source: str | None = None,
+                      headers: dict[str, str] | None = None) -> Stream:
+    """One utterance streamed in real time; ``source``: the client's loopback address (127.0.0.x: a distinct client
+    to the server's per-client limits), ``headers``: e.g. the bearer token."""
     import websockets
 
     s = Stream(utt.utt_id, len(pcm) / 16)
     committed: list[str] = []
     tentative: tuple[str, ...] = ()
-    async with websockets.connect(url.replace("http", "ws") + "/ws", max_size=2**22, open_timeout=60) as ws:
+    extra = {"local_addr": (source, 0)} if source else {}
+    async with websockets.connect(url.replace("http", "ws") + "/ws", max_size=2**22, open_timeout=60,
+                                  additional_headers=headers, **extra) as ws:
         json.loads(await ws.recv())  # ready
         t0 = time.monotonic()
 
@@ -256,9 +261,10 @@ def sweep(name: str, client, url: str, utterances, levels) -> dict:
 
 
 # ------------------------------------------------------------------------- servers
-def start_ours(out: Path, port: int, args) -> tuple[str, dict]:
+def start_ours(out: Path, port: int, args, **settings_overrides) -> tuple[str, dict]:
     """Ray Serve on the registered recognizer ``--model`` (as `serve-model` serves it), or on ``--adapter``
-    registered into a local registry (the older adapter versions)."""
+    registered into a local registry (the older adapter versions); ``settings_overrides``: ``ServeSettings`` fields
+    (default here: no per-client limits, since every load client is this process on 127.0.0.1)."""
     import ray
 
     from serving.app import ServeSettings, run
@@ -282,11 +288,13 @@ def start_ours(out: Path, port: int, args) -> tuple[str, dict]:
         client(uri).set_registered_model_alias(name, alias, version)
     served = resolve(uri, name, alias)
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
-    settings = ServeSettings(tracking_uri=uri, registered_model=name, alias=alias, max_streams=args.max_streams,
-                             compute_threads=args.compute_threads, torch_threads=1, poll_s=30.0)
+    settings = ServeSettings(**{"tracking_uri": uri, "registered_model": name, "alias": alias,
+                                "max_streams": args.max_streams, "compute_threads": args.compute_threads,
+                                "torch_threads": 1, "poll_s": 30.0, "max_per_client": 0, "connects_per_minute": 0,
+                                **settings_overrides})
     url = run(settings, port, num_cpus=os.cpu_count())
     return url, {"registered_model": name, "version": served.version, "alias": alias, "kind": served.kind,
-                 "settings": {k: v for k, v in settings.__dict__.items() if k != "tracking_uri"}}
+                 "settings": settings.public()}
 
 
 def peer_setting(policy: str, chunk_ms: int = 300,

@@ -313,9 +313,15 @@ def serve_model(
     precision: Annotated[str, typer.Option(help="bf16-all | bf16-encoder | int8-encoder | int8-all | fp32; an adapter "
                                                 "version only: a recognizer runs at the precision it names")] = "bf16-all",
     poll_s: Annotated[float, typer.Option(help="seconds between registry checks of the alias")] = 5.0,
+    token_file: Annotated[Optional[str], typer.Option(help="a file holding the bearer token /ws and /transcribe "
+                                                         "require (else $WHISPERLINE_SERVE_TOKEN; neither: none)")] = None,
+    allowed_origin: Annotated[Optional[list[str]], typer.Option(help="a browser origin allowed to use /ws and "
+                                                                      "/transcribe (repeat; default: loopback pages)")] = None,
+    max_per_client: Annotated[int, typer.Option(help="open streams + uploads per client address (0: no limit)")] = 4,
 ) -> None:
     """The registry version behind ALIAS as a live Ray Serve app on 127.0.0.1: browser page at /, WebSocket
-    streams at /ws, whole files at POST /transcribe, /healthz and /version (Ctrl-C stops)."""
+    streams at /ws, whole files at POST /transcribe, /healthz and /version (Ctrl-C stops). In front of it on a
+    network: an ingress that terminates TLS (README, Live serving)."""
     import time
 
     from ray import serve
@@ -325,7 +331,10 @@ def serve_model(
 
     settings = ServeSettings(tracking_uri=tracking_uri or default_tracking_uri(), registered_model=model, alias=alias,
                              precision=None if precision == "fp32" else precision, max_streams=max_streams,
-                             torch_threads=torch_threads, compute_threads=compute_threads, poll_s=poll_s)
+                             torch_threads=torch_threads, compute_threads=compute_threads, poll_s=poll_s,
+                             token_file=token_file, max_per_client=max_per_client,
+                             **({"allowed_origins": tuple(allowed_origin)} if allowed_origin else {}))
+    settings.token()  # an unreadable or empty token file fails here, not in every replica
     url = run(settings, port, num_replicas=replicas)
     typer.echo(f"serving {model}@{alias} at {url} (page {url}/, WebSocket {url.replace('http', 'ws')}/ws). "
                "Ctrl-C stops.")

@@ -21,19 +21,30 @@ whole chunks as one feed (``serving.session``; a client may ask for chunk-by-chu
 
 Hot swap: a watcher thread resolves the alias every ``poll_s``; when it names another version, that version is
 loaded next to the current one and then becomes current. A stream keeps the model it started with until it ends
-(the old weights are freed when its last stream closes), so no connection is dropped or changes model mid-way.
+(the old weights are freed when its last stream closes), so no connection is dropped or changes model mid-way. A
+version that fails to load leaves the current one serving; ``/healthz`` reports it (``failed_version``,
+``watch_error``) and it is not retried until the alias moves.
+
+Limits before work (``serving.settings``): who may connect is checked first (``serving.guard``: the browser Origin
+against an allow-list, loopback pages by default; a bearer token where one is configured; refused at the handshake,
+403), then capacity (streams + uploads per replica: ``busy``), then the client's own allowance over every replica
+(``serving.clients``: open connections and new connections per minute per address). A stream's client must send
+live audio: no frame for ``idle_timeout_s``, less than ``min_speed`` × real time after ``slack_s``, empty frames or
+more than ``max_frames_per_s`` frames end it with a reason; tiny frames wait in the session until a whole chunk is
+there (no thread-pool round trip each). An upload's body is read under ``max_body_mb`` (the declared length first),
+its length read from the container header and refused past ``max_upload_s`` before anything is decoded, and it runs
+on its own ``upload_threads``, never the live streams'.
 """
 
 # no `from __future__ import annotations`: Ray Serve's class-based view re-creates each route from its signature,
 # and FastAPI must see real classes (WebSocket, Request) there, not strings it cannot resolve
 import asyncio
-import io
 import logging
 import os
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,28 +53,15 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from ray import serve
 from starlette.websockets import WebSocketDisconnect
 
-from serving.channel import DISCONNECTED, END, Backlog, close_with, rss_mb
-from serving.protocol import (FORMATS, MAX_FRAME_S, SAMPLE_RATE, ProtocolError, StreamConfig, decode_frame,
-                                       parse_config, parse_text)
+from serving.channel import DISCONNECTED, END, Backlog, close_with, receive, rss_mb
+from serving.guard import ClientTable, StreamGuard, offered_token, origin_allowed, token_ok
+from serving.protocol import FORMATS, MAX_FRAME_S, SAMPLE_RATE, ProtocolError, StreamConfig
+from serving.settings import ServeSettings
+from serving.upload import UploadRefused, read_body
 
 log = logging.getLogger("whisperline.serving")
 STATIC = Path(__file__).resolve().parent / "static"
 PAGE_FILES = {"index.html", "capture-worklet.js", "page.js"}
-
-
-@dataclass(frozen=True)
-class ServeSettings:
-    tracking_uri: str
-    registered_model: str
-    alias: str = "champion"
-    precision: str | None = "bf16-all"
-    max_streams: int = 8
-    torch_threads: int = 1
-    compute_threads: int = 2
-    poll_s: float = 5.0
-    max_backlog_ms: int = 4000
-    idle_timeout_s: float = 60.0  # no frame at all for this long: the stream is closed (silence is audio: it counts)
-
 
 api = FastAPI(title="whisperline live recognizer")
 
@@ -71,25 +69,52 @@ api = FastAPI(title="whisperline live recognizer")
 @serve.deployment(name="recognizer")
 @serve.ingress(api)
 class Recognizer:
-    def __init__(self, settings: ServeSettings) -> None:
+    def __init__(self, settings: ServeSettings, ledger=None) -> None:
+        import socket
+
         import torch
 
         from serving.models import load, resolve
 
         torch.set_num_threads(settings.torch_threads)
         self.settings = settings
+        self.token = settings.token()
         self.executor = ThreadPoolExecutor(settings.compute_threads, thread_name_prefix="stream-step")
+        # uploads never take the live streams' threads: two long files must not stall every live stream
+        self.upload_executor = ThreadPoolExecutor(settings.upload_threads, thread_name_prefix="upload")
         self.current = load(settings.tracking_uri, resolve(settings.tracking_uri, settings.registered_model,
                                                            settings.alias), settings.precision)
-        self.live_by_version: dict[str, int] = {}  # open streams per version (their sum: the replica's load)
+        self.live_by_version: dict[str, int] = {}  # open streams per version
+        self.uploads = 0  # uploads in progress (with the streams: the replica's load)
+        # this replica's connections per client; the limit is the app's (``serving.clients``): a ledger handle,
+        # or (no ledger: one replica on its own) this table's own
+        self.ledger = ledger
+        self.replica_id = f"{socket.gethostname()}:{os.getpid()}"
+        self.clients = ClientTable(0 if ledger is not None else settings.max_per_client)
+        self.refused: Counter[str] = Counter()  # refusals by code, for /healthz
         self.swaps: list[dict[str, Any]] = []
         self.watch_error: str | None = None
+        self.failed_version: str | None = None
         self._stop = threading.Event()
         threading.Thread(target=self._watch, name="alias-watcher", daemon=True).start()
+        if ledger is not None:
+            threading.Thread(target=self._sync_clients, name="client-sync", daemon=True).start()
+
+    def _sync_clients(self) -> None:
+        """This replica's table to the ledger, every 2 s: the truth that replaces what the ledger counted for it."""
+        while not self._stop.wait(2.0):
+            try:
+                self.ledger.sync.remote(self.replica_id, dict(self.clients.open)).result(timeout_s=10)
+            except Exception as err:  # the ledger is being replaced: the next sync rebuilds it
+                log.warning("client ledger sync: %s", err)
 
     @property
     def live(self) -> int:
         return sum(self.live_by_version.values())
+
+    @property
+    def load(self) -> int:
+        return self.live + self.uploads
 
     # ------------------------------------------------------------------ hot swap
     def _watch(self) -> None:
@@ -97,22 +122,57 @@ class Recognizer:
 
         s = self.settings
         while not self._stop.wait(s.poll_s):
+            found = None
             try:
                 found = resolve(s.tracking_uri, s.registered_model, s.alias)
-                if found.version != self.current.version.version:
+                if found.version != self.current.version.version and found.version != self.failed_version:
                     started = time.perf_counter()
                     loaded = load(s.tracking_uri, found, s.precision)
                     old, self.current = self.current.version.version, loaded  # one reference swap: atomic
                     self.swaps.append({"from": old, "to": found.version, "load_s": round(time.perf_counter() - started, 2),
                                        "at": time.time()})
                     log.info("alias %s moved: version %s -> %s", s.alias, old, found.version)
-                self.watch_error = None
+                    self.failed_version = None
+                self.watch_error = None if found.version != self.failed_version else self.watch_error
             except Exception as err:  # the registry is down or the new version fails to load: keep serving
                 self.watch_error = f"{type(err).__name__}: {str(err)[:300]}"
+                # a version that failed to load is not retried every poll (it would be loaded again and again);
+                # the alias moving on, or back to it after a fix, is a new attempt
+                self.failed_version = found.version if found is not None else None
                 log.warning("alias watcher: %s", self.watch_error)
 
     def __del__(self) -> None:
         self._stop.set()
+
+    # ------------------------------------------------------------------ who may connect
+    async def _admit(self, headers, client: str, upload: bool = False) -> tuple[str | None, int, str | None]:
+        """(refusal code or None, HTTP status for it, the subprotocol that carried the token); admitted: the client
+        is counted (``clients.leave`` when it is done)."""
+        if not origin_allowed(headers.get("origin"), self.settings.allowed_origins):
+            return "origin_not_allowed", 403, None
+        token, proto = offered_token(headers)
+        if not token_ok(self.token, token):
+            return "unauthorized", 401, None
+        if self.load >= self.settings.max_streams or (upload and self.uploads >= self.settings.max_uploads):
+            return "busy", 503, proto  # a queue is a queue of late answers: refused now
+        if self.ledger is not None:
+            try:
+                code = await self.ledger.enter.remote(self.replica_id, client)
+            except Exception as err:  # no ledger reachable: this replica's own count, at the same limit
+                log.warning("client ledger: %s", err)
+                code = "client_limit" if self.clients.open.get(client, 0) >= self.settings.max_per_client else None
+            if code:
+                return code, 429, proto
+        elif not self.clients.enter(client):
+            return "client_limit", 429, proto
+        if self.ledger is not None:
+            self.clients.enter(client)
+        return None, 200, proto
+
+    def _leave(self, client: str) -> None:
+        self.clients.leave(client)
+        if self.ledger is not None:
+            self.ledger.leave.remote(self.replica_id, client)  # not awaited: the next sync corrects a lost one
 
     # ------------------------------------------------------------------ HTTP
     @api.get("/")
@@ -128,45 +188,68 @@ class Recognizer:
     @api.get("/healthz")
     def healthz(self) -> dict[str, Any]:
         return {"status": "ok", "live_streams": self.live, "live_by_version": dict(self.live_by_version),
-                "pid": os.getpid(), "rss_mb": rss_mb(),
+                "uploads": self.uploads, "pid": os.getpid(), "rss_mb": rss_mb(),
                 "max_streams": self.settings.max_streams, "version": self.current.version.version,
-                "swaps": self.swaps, "watch_error": self.watch_error}
+                "swaps": self.swaps, "watch_error": self.watch_error, "failed_version": self.failed_version,
+                "refused": dict(self.refused), "clients": dict(self.clients.open)}
 
     @api.get("/version")
     def version(self) -> dict[str, Any]:
-        return {**self.current.describe(), "settings": {k: v for k, v in asdict(self.settings).items()
-                                                         if k != "tracking_uri"}}
+        return {**self.current.describe(), "settings": self.settings.public()}
+
+    def _refuse(self, code: str, status: int, message: str) -> JSONResponse:
+        self.refused[code] += 1
+        return JSONResponse({"error": code, "message": message}, status_code=status)
 
     @api.post("/transcribe")
     async def transcribe(self, request: Request, chunk_ms: int | None = None) -> JSONResponse:
-        import soundfile as sf
+        from data.audio import AudioReject
 
-        from data.audio import AudioReject, prepare_samples
+        from serving.upload import load_audio_bytes
 
-        model = self.current
-        if chunk_ms is not None and chunk_ms not in model.chunk_choices:
-            return JSONResponse({"error": "bad_config", "message": f"chunk_ms {chunk_ms} is not one of "
-                                 f"{list(model.chunk_choices)}"}, status_code=400)
-        body = await request.body()
+        s, model = self.settings, self.current
+        client = request.client.host if request.client else "?"
+        code, status, _ = await self._admit(request.headers, client, upload=True)
+        if code:
+            return self._refuse(code, status, "refused: " + code.replace("_", " "))
+        self.uploads += 1
         try:
+            if chunk_ms is not None and chunk_ms not in model.chunk_choices:
+                return self._refuse("bad_config", 400, f"chunk_ms {chunk_ms} is not one of {list(model.chunk_choices)}")
             try:
-                data, rate = sf.read(io.BytesIO(body), dtype="float32", always_2d=True)
-            except Exception as err:  # libsndfile: RuntimeError / LibsndfileError / TypeError for junk
-                raise AudioReject("unreadable_audio", f"not an audio file soundfile reads ({type(err).__name__})")
-            audio = prepare_samples(data, rate, max_duration_s=600.0)
-        except AudioReject as err:
-            return JSONResponse({"error": err.reason, "message": err.detail}, status_code=400)
-        result = await asyncio.get_running_loop().run_in_executor(self.executor, model.transcribe,
-                                                                  audio.samples, chunk_ms)
-        return JSONResponse({**result, "notes": list(audio.notes)})
+                body = await read_body(request, int(s.max_body_mb * 2**20), s.upload_read_s)
+            except UploadRefused as err:
+                return self._refuse(err.code, err.status, str(err))
+            loop = asyncio.get_running_loop()
+            try:  # the header is read, and the length checked, before anything is decoded
+                audio = await loop.run_in_executor(self.upload_executor, lambda: load_audio_bytes(
+                    body, max_duration_s=s.max_upload_s))
+            except AudioReject as err:
+                return self._refuse(err.reason, 413 if err.reason == "too_long" else 400, err.detail)
+            del body
+            result = await loop.run_in_executor(self.upload_executor, model.transcribe, audio.samples, chunk_ms)
+            return JSONResponse({**result, "notes": list(audio.notes)})
+        finally:
+            self.uploads -= 1
+            self._leave(client)
 
     # ------------------------------------------------------------------ WebSocket
     @api.websocket("/ws")
     async def stream(self, ws: WebSocket) -> None:
-        await ws.accept()
-        if self.live >= self.settings.max_streams:
-            await close_with(ws, ProtocolError("busy", f"this replica serves {self.settings.max_streams} streams "
-                                                        "already; retry shortly"))
+        client = ws.client.host if ws.client else "?"
+        code, _, proto = await self._admit(ws.headers, client)
+        if code in ("origin_not_allowed", "unauthorized"):  # refused at the handshake: the page learns nothing
+            self.refused[code] += 1
+            await ws.close(code=1008)
+            return
+        await ws.accept(subprotocol=proto)
+        if code:
+            self.refused[code] += 1
+            await close_with(ws, ProtocolError(code, {
+                "busy": f"this replica serves {self.settings.max_streams} streams already; retry shortly",
+                "client_limit": f"at most {self.settings.max_per_client} connections per client",
+                "client_rate": f"at most {self.settings.connects_per_minute:g} new connections per minute per "
+                               "client"}[code]))
             return
         model = self.current  # this stream's model to its end, whatever the alias does meanwhile
         key = model.version.version
@@ -174,6 +257,7 @@ class Recognizer:
         try:
             await self._serve(ws, model)
         finally:
+            self._leave(client)
             self.live_by_version[key] -= 1
             if not self.live_by_version[key]:
                 del self.live_by_version[key]
@@ -186,23 +270,27 @@ class Recognizer:
                             "formats": sorted(FORMATS), "max_frame_s": MAX_FRAME_S})
         frames: asyncio.Queue = asyncio.Queue()
         backlog = Backlog(s.max_backlog_ms)
-        receiver = asyncio.create_task(self._receive(ws, model, frames, backlog))
+        guard = StreamGuard(s.min_speed, s.slack_s, s.max_frames_per_s, s.frame_burst)
+        receiver = asyncio.create_task(receive(ws, model.chunk_choices, frames, backlog, guard, s.idle_timeout_s))
         session: "StreamSession | None" = None
         loop = asyncio.get_running_loop()
         held: list = []  # a control item met while draining audio frames: handled next
         try:
             while True:
                 item = held.pop() if held else await frames.get()
-                if isinstance(item, StreamConfig):
-                    session = StreamSession(model.engine(item.chunk_ms), catch_up=item.catch_up)
-                    continue
                 if isinstance(item, ProtocolError):
+                    self.refused[item.code] += 1
                     await close_with(ws, item)
                     return
                 if item is DISCONNECTED:
                     return
+                # engines are built off the event loop: other streams' frames keep flowing meanwhile
+                if isinstance(item, StreamConfig):
+                    engine = await loop.run_in_executor(self.executor, model.engine, item.chunk_ms)
+                    session = StreamSession(engine, catch_up=item.catch_up)
+                    continue
                 if session is None:
-                    session = StreamSession(model.engine(None))
+                    session = StreamSession(await loop.run_in_executor(self.executor, model.engine, None))
                 if item is END:
                     for event in await loop.run_in_executor(self.executor, session.finish):
                         await ws.send_json(event)
@@ -218,7 +306,8 @@ class Recognizer:
                         break
                     session.push(item[0])
                     ms += item[1]
-                events = await loop.run_in_executor(self.executor, session.run)
+                # tiny frames wait in the session until a whole piece is there: no thread-pool round trip each
+                events = await loop.run_in_executor(self.executor, session.run) if session.ready else []
                 await backlog.release(ms)
                 for event in events:
                     await ws.send_json(event)
@@ -229,44 +318,6 @@ class Recognizer:
             await close_with(ws, ProtocolError("internal", f"{type(err).__name__}: {str(err)[:200]}"))
         finally:
             receiver.cancel()
-
-    async def _receive(self, ws: WebSocket, model, frames: asyncio.Queue, backlog: Backlog) -> None:
-        """Socket → queue: decode and check every frame, hold the client while the backlog is full."""
-        config = StreamConfig()
-        started = warned = False
-        try:
-            while True:
-                try:
-                    message = await asyncio.wait_for(ws.receive(), self.settings.idle_timeout_s)
-                except TimeoutError:
-                    raise ProtocolError("idle", f"no frame for {self.settings.idle_timeout_s:.0f} s")
-                if message["type"] == "websocket.disconnect":
-                    frames.put_nowait(DISCONNECTED)
-                    return
-                if message.get("text") is not None:
-                    parsed = parse_text(message["text"])
-                    if parsed["type"] == "end":
-                        frames.put_nowait(END)
-                        return
-                    if started:
-                        raise ProtocolError("bad_config", "config must come before the first audio frame")
-                    config = parse_config(parsed, model.chunk_choices)
-                    frames.put_nowait(config)
-                    continue
-                samples = decode_frame(message.get("bytes") or b"", config.format)
-                started = True
-                ms = len(samples) * 1000 / SAMPLE_RATE
-                if not backlog.fits(ms) and not warned:  # told once; later waits are silent
-                    warned = True
-                    await ws.send_json({"type": "warning", "code": "backpressure",
-                                        "message": f"audio arrives faster than it is transcribed: more than "
-                                                   f"{backlog.limit_ms} ms queued; reading slowed to the engine's pace"})
-                await backlog.take(ms)
-                frames.put_nowait((samples, ms))
-        except ProtocolError as err:
-            frames.put_nowait(err)
-        except (WebSocketDisconnect, RuntimeError):  # RuntimeError: receive after the socket closed
-            frames.put_nowait(DISCONNECTED)
 
 
 # ---------------------------------------------------------------------- building and running
@@ -282,7 +333,12 @@ def build_app(settings: ServeSettings, *, num_replicas: int | str = 1, num_cpus:
         options["autoscaling_config"] = autoscaling
     else:
         options["num_replicas"] = num_replicas
-    return Recognizer.options(**options).bind(settings)
+    ledger = None
+    if settings.max_per_client or settings.connects_per_minute:
+        from serving.clients import ClientLedger
+
+        ledger = ClientLedger.bind(settings.max_per_client, settings.connects_per_minute)
+    return Recognizer.options(**options).bind(settings, ledger)
 
 
 def app_builder(args: dict[str, Any]):

@@ -1,14 +1,27 @@
-"""The socket side of a stream: end-of-stream markers, the bounded audio backlog, closing with a reason."""
+"""The socket side of a stream: end-of-stream markers, the bounded audio backlog, the receive loop, closing with a
+reason."""
 
 import asyncio
+import time
+from enum import Enum
 from pathlib import Path
 
 from fastapi import WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from serving.protocol import ProtocolError
+from serving.guard import StreamGuard
+from serving.protocol import SAMPLE_RATE, ProtocolError, StreamConfig, decode_frame, parse_config, parse_text
 
-END, DISCONNECTED = object(), object()
+class Signal(Enum):
+    """Queue markers. Members, not ``object()``s: Ray Serve pickles the ingress class by value, with the globals its
+    methods use, and a plain object would arrive in the replica as a copy that ``is`` nothing here; an Enum member
+    is pickled by name and stays itself."""
+
+    END = "end"
+    DISCONNECTED = "disconnected"
+
+
+END, DISCONNECTED = Signal.END, Signal.DISCONNECTED
 
 
 class Backlog:
@@ -34,6 +47,59 @@ class Backlog:
             self._room.notify_all()
 
 
+async def receive(ws: WebSocket, chunk_choices: tuple[int, ...], frames: asyncio.Queue, backlog: Backlog,
+                  guard: StreamGuard, idle_timeout_s: float) -> None:
+    """Socket → queue: decode and check every frame, hold the client while the backlog is full, end the stream
+    (a ``ProtocolError`` on the queue) for a client that goes quiet (``idle``), sends too little audio for a live
+    stream (``too_slow``) or too many frames (``rate_limited``)."""
+    config = StreamConfig()
+    started = warned = False
+    try:
+        while True:
+            wait = min(idle_timeout_s, guard.time_left())
+            if wait <= 0:
+                raise guard.too_slow()
+            try:
+                message = await asyncio.wait_for(ws.receive(), wait)
+            except TimeoutError:
+                if guard.time_left() <= 0:
+                    raise guard.too_slow()
+                raise ProtocolError("idle", f"no frame for {idle_timeout_s:.0f} s")
+            if message["type"] == "websocket.disconnect":
+                frames.put_nowait(DISCONNECTED)
+                return
+            if message.get("text") is not None:
+                parsed = parse_text(message["text"])
+                if parsed["type"] == "end":
+                    frames.put_nowait(END)
+                    return
+                if started:
+                    raise ProtocolError("bad_config", "config must come before the first audio frame")
+                config = parse_config(parsed, chunk_choices)
+                frames.put_nowait(config)
+                continue
+            data = message.get("bytes") or b""
+            if not data:  # costs a read and a queue slot, carries nothing: refused, not counted as audio
+                raise ProtocolError("bad_frame", "an empty frame: every binary frame carries samples")
+            samples = decode_frame(data, config.format)
+            ms = len(samples) * 1000 / SAMPLE_RATE
+            guard.frame(ms)
+            started = True
+            if not backlog.fits(ms) and not warned:  # told once; later waits are silent
+                warned = True
+                await ws.send_json({"type": "warning", "code": "backpressure",
+                                    "message": f"audio arrives faster than it is transcribed: more than "
+                                               f"{backlog.limit_ms} ms queued; reading slowed to the engine's pace"})
+            held = time.monotonic()
+            await backlog.take(ms)
+            guard.hold(time.monotonic() - held)  # the server held the client back: not the client's slowness
+            frames.put_nowait((samples, ms))
+    except ProtocolError as err:
+        frames.put_nowait(err)
+    except (WebSocketDisconnect, RuntimeError):  # RuntimeError: receive after the socket closed
+        frames.put_nowait(DISCONNECTED)
+
+
 def rss_mb() -> float | None:
     """This replica's resident memory (the soak's leak check)."""
     try:
@@ -54,4 +120,4 @@ async def close_with(ws: WebSocket, err: ProtocolError) -> None:
             pass
 
 
-__all__ = ["DISCONNECTED", "END", "Backlog", "close_with", "rss_mb"]
+__all__ = ["DISCONNECTED", "END", "Backlog", "close_with", "receive", "rss_mb"]

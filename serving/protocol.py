@@ -15,7 +15,9 @@ Server → client (JSON text frames)
     timestamps), ``emitted_at_ms`` (server clock since the stream's first audio: ``emitted_at_ms - end_ms`` is the
     delay the server added to audio sent in real time);
   - ``warning`` (``code`` "backpressure": the client sends faster than the server computes; it is being slowed);
-  - ``error`` (``code``, ``message``), then the connection closes with a matching WebSocket close code;
+  - ``error`` (``code``, ``message``), then the connection closes with a matching WebSocket close code
+    (``CLOSE_CODES``: ``busy`` / ``client_limit`` 1013 try again later; ``idle`` — no frame for a while —, ``too_slow``
+    — less audio than a live stream sends —, ``rate_limited`` — too many frames — 1001 / 1008);
   - ``summary``: the transcript, audio and compute totals, the version; then a normal close.
 
 Bad input never reaches the engine: every frame is decoded and checked here first (``ProtocolError`` carries the
@@ -38,7 +40,8 @@ _CONTAINERS = {b"RIFF": "WAV", b"fLaC": "FLAC", b"OggS": "Ogg", b"ID3": "MP3", b
 
 # WebSocket close codes (RFC 6455 §7.4.1) per error code
 CLOSE_CODES = {"bad_message": 1003, "bad_config": 1003, "not_audio": 1007, "non_finite": 1007, "bad_frame": 1007,
-               "frame_too_large": 1009, "busy": 1013, "idle": 1001, "internal": 1011}
+               "frame_too_large": 1009, "busy": 1013, "client_limit": 1013, "client_rate": 1013, "idle": 1001, "too_slow": 1008,
+               "rate_limited": 1008, "internal": 1011}
 
 
 class ProtocolError(ValueError):
@@ -82,10 +85,10 @@ def parse_config(message: dict[str, Any], chunk_choices: tuple[int, ...]) -> Str
     if rate != SAMPLE_RATE:
         raise ProtocolError("bad_config", f"sample_rate must be {SAMPLE_RATE} (resample on the client), got {rate}")
     fmt = message.get("format", "pcm16")
-    if fmt not in FORMATS:
+    if not isinstance(fmt, str) or fmt not in FORMATS:
         raise ProtocolError("bad_config", f"format must be one of {sorted(FORMATS)}, got {fmt!r}")
     chunk = message.get("chunk_ms")
-    if chunk is not None and chunk not in chunk_choices:
+    if chunk is not None and (type(chunk) is not int or chunk not in chunk_choices):
         raise ProtocolError("bad_config", f"chunk_ms {chunk} is not one this model supports: {list(chunk_choices)}")
     catch_up = message.get("catch_up", True)
     if not isinstance(catch_up, bool):

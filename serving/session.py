@@ -72,6 +72,11 @@ class StreamSession:
         """Audio received but not yet given to the engine."""
         return self._pending_n * 1000 / SAMPLE_RATE
 
+    @property
+    def ready(self) -> bool:
+        """A whole piece waits: ``run`` would step the engine (tiny frames are only buffered until then)."""
+        return self._pending_n >= self._piece_size()
+
     def _piece_size(self) -> int:
         # the pieces of run_stream: the first one longer by the look-ahead, then whole chunks
         return self.chunk + (self.lookahead if self.stats.fed_samples == 0 else 0)

@@ -55,7 +55,10 @@ async function start() {
   await state.ctx.audioWorklet.addModule("/static/capture-worklet.js");
   const source = state.ctx.createMediaStreamSource(state.stream);
   const node = new AudioWorkletNode(state.ctx, "capture-processor");
-  const ws = new WebSocket(wsUrl());
+  // a bearer token, where the server asks for one, comes from the fragment (page/#token=...): the fragment is never
+  // sent to a server, and browsers cannot set headers on a WebSocket, so it travels as a subprotocol offer
+  const token = new URLSearchParams(location.hash.slice(1)).get("token");
+  const ws = token ? new WebSocket(wsUrl(), ["whisperline.bearer." + token]) : new WebSocket(wsUrl());
   ws.binaryType = "arraybuffer";
   state.ws = ws;
   ws.onmessage = (m) => onEvent(JSON.parse(m.data));
