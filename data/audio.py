@@ -65,6 +65,14 @@ def load_audio(path: str | Path, *, start_s: float = 0.0, duration_s: float | No
                  max_duration_s=max_duration_s)
 
 
+def load_audio_bytes(blob: bytes, *, max_duration_s: float, min_duration_s: float = 0.0) -> LoadedAudio:
+    """An audio file held in memory (an upload) as 16 kHz mono float32, or raise AudioReject. The length is read
+    from the header and checked before anything is decoded, and no more than that length is ever decoded: a small
+    compressed file that would decode to hours is refused for the price of reading its header."""
+    return _load(io.BytesIO(blob), start_s=0.0, duration_s=None, min_duration_s=min_duration_s,
+                 max_duration_s=max_duration_s)
+
+
 def _load(source, *, start_s: float, duration_s: float | None, min_duration_s: float,
           max_duration_s: float) -> LoadedAudio:
     """``source``: a file name or a seekable binary file object (rewound between the header and the read)."""

@@ -17,13 +17,24 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 
 from configs.dataset import DatasetConfig
 from data.parts import BatchInput, BatchResult, process_batch
 
 # What a worker must see of the driver's environment on a cluster it did not start (object storage, chaos drills).
 _ENV_PREFIXES = ("AWS_", "FSSPEC_", "WHISPERLINE_")
+# ...but never a secret's value: Ray keeps the runtime environment in its metadata and shows it on the dashboard.
+# Workers of a cluster this process starts inherit its environment; those of a cluster started elsewhere get
+# credentials from their own (a Kubernetes secret, an instance role) or a file a variable names
+# (AWS_SHARED_CREDENTIALS_FILE, AWS_PROFILE: references, passed on).
+_SECRET = re.compile(r"SECRET|TOKEN|PASSWORD|ACCESS_KEY|CREDENTIAL(?!S_FILE)", re.IGNORECASE)
+
+
+def worker_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The settings of ``environ`` a worker needs (``_ENV_PREFIXES``), without any secret."""
+    return {k: v for k, v in environ.items() if k.startswith(_ENV_PREFIXES) and not _SECRET.search(k)}
 
 
 class _BatchWorker:
@@ -54,7 +65,7 @@ def connect(address: str, workers: int | None) -> bool:
 
     if ray.is_initialized():
         return False
-    env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
+    env = worker_env(os.environ)
     if address == "local":
         ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": env} if env else None)

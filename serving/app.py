@@ -203,9 +203,7 @@ class Recognizer:
 
     @api.post("/transcribe")
     async def transcribe(self, request: Request, chunk_ms: int | None = None) -> JSONResponse:
-        from data.audio import AudioReject
-
-        from serving.upload import load_audio_bytes
+        from data.audio import AudioReject, load_audio_bytes
 
         s, model = self.settings, self.current
         client = request.client.host if request.client else "?"

@@ -36,15 +36,6 @@ async def _read(request: Request, max_bytes: int) -> bytes:
     return b"".join(parts)
 
 
-def load_audio_bytes(blob: bytes, *, max_duration_s: float):
-    """TEMPORARY (moves to data.audio once this session's training runs are done: data/ is in their run keys)."""
-    import io
-
-    from data.audio import _load
-
-    return _load(io.BytesIO(blob), start_s=0.0, duration_s=None, min_duration_s=0.0, max_duration_s=max_duration_s)
-
-
 async def read_body(request: Request, max_bytes: int, timeout_s: float = 60.0) -> bytes:
     """The body, or ``UploadRefused`` (413 past ``max_bytes``, 408 past ``timeout_s``)."""
     try:

@@ -13,8 +13,7 @@ import soundfile as sf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from data.audio import AudioReject
-from serving.upload import load_audio_bytes
+from data.audio import AudioReject, load_audio_bytes
 from serving.guard import (BEARER_SUBPROTOCOL, LOOPBACK_ORIGINS, ClientTable, StreamGuard, offered_token,
                            origin_allowed, token_ok)
 from serving.protocol import CLOSE_CODES, FORMATS, MAX_FRAME_S, ProtocolError, decode_frame, parse_config, parse_text
