@@ -4,6 +4,7 @@
     python benchmarks/evaluation.py train    # adapters (one per --seed), random-chunk adapter, hush word, EMMA
     python benchmarks/evaluation.py select   # every candidate on the dev sets → benchmarks/results/selection/
     python benchmarks/evaluation.py release  # the dev-chosen systems on `test` → benchmarks/results/evaluation.*
+    python benchmarks/evaluation.py partials # the dev-chosen recipe's partials + the served two-pass on `test`
 
 `train` trains, `dev` selects, `test` is only reported. `select` streams every candidate (ours with every seed,
 decoding and threshold; each whisperlivekit policy at 300 / 500 / 1000 ms with and without its voice-activity
@@ -217,12 +218,7 @@ def stage_release(args, out: Path, state: dict) -> None:
     """Scores one part of the release on test (``--budgets`` picks the peer rows, ``--peers-only`` leaves out the
     offline references and ours) and merges it into ``benchmarks/results/evaluation.json``
     (``evaluation.merge``): a release that does not fit in one sitting is finished part by part."""
-    from benchmarks.evidence import dataset_counts
-    from data.tts_kokoro import DEV_VOICES
-    from evaluation.ledger import scored_per_system
-    from evaluation.merge import budget_coverage, merge_release
-    from evaluation.report import write_report
-    from evaluation.sets import describe, load_split
+    from evaluation.merge import budget_coverage
 
     choices = json.loads((SELECTION / "choices.json").read_text())
     budgets = _budgets(args)
@@ -230,8 +226,30 @@ def stage_release(args, out: Path, state: dict) -> None:
     specs, reference = release_specs(state, choices, budgets, ours_rows=not args.peers_only, policies=policies)
     if not specs:
         raise SystemExit("release: nothing to score (--peers-only with no --budgets)")
-    real = state["datasets"]["real"]
     tag = ("peers" if args.peers_only else "ours") + ("-" + "_".join(map(str, budgets)) if budgets else "")
+    result = _release_part(args, out, state, specs, reference, tag)
+    result["selection"] = {"choices": "benchmarks/results/selection/choices.json", "champion": choices.get("champion"),
+                           "peers_by_budget": {k: {"name": v["name"], "vac": v["vac"], "dev_wer": v["dev_wer"]}
+                                               for k, v in choices.get("peers", {}).items()},
+                           "t_emma": choices.get("t_emma", {}).get("t_emma")}
+    result["peers_on_test"] = budget_coverage(result["systems"], choices.get("peers", {}))
+    champ = next((r for r in result["systems"] if r["name"].startswith("champion (dev)")), None)
+    result["best_streaming"] = None if champ is None else {
+        k: champ.get(k) for k in ("name", "chunk_ms", "wer", "word_latency_ms_median", "word_latency_ms_p90", "rtf",
+                                  "ci95", "vs_reference")} | {"selected_on": "dev"}
+    result["training"] = {"datasets": _train_sets(state), "splits": ["train"], "artifacts": state["artifacts"]}
+    _write_release(result)
+
+
+def _release_part(args, out: Path, state: dict, specs, reference: str | None, tag: str) -> dict:
+    """``specs`` scored on the real test split (one line in the ledger) and merged into the report so far."""
+    from benchmarks.evidence import dataset_counts
+    from data.tts_kokoro import DEV_VOICES
+    from evaluation.ledger import scored_per_system
+    from evaluation.merge import merge_release
+    from evaluation.sets import describe, load_split
+
+    real = state["datasets"]["real"]
     part = _evaluate(specs, [real], _train_sets(state), "test", out / f"release-{tag}", args,
                      reference=reference if reference in {s.name for s in specs} else None,
                      ledger_path=str(LEDGER), purpose="release")
@@ -246,16 +264,31 @@ def stage_release(args, out: Path, state: dict) -> None:
     result["synthetic_dev_set"] = {**describe([syn_dir], ["dev"], syn), "voices": list(DEV_VOICES),
                                    "engine": "Kokoro-82M (data.tts_kokoro), voices no training utterance uses"}
     result["datasets"] = {k: dataset_counts(v) for k, v in state["datasets"].items()}
-    result["selection"] = {"choices": "benchmarks/results/selection/choices.json", "champion": choices.get("champion"),
-                           "peers_by_budget": {k: {"name": v["name"], "vac": v["vac"], "dev_wer": v["dev_wer"]}
-                                               for k, v in choices.get("peers", {}).items()},
-                           "t_emma": choices.get("t_emma", {}).get("t_emma")}
-    result["peers_on_test"] = budget_coverage(result["systems"], choices.get("peers", {}))
-    champ = next((r for r in result["systems"] if r["name"].startswith("champion (dev)")), None)
-    result["best_streaming"] = None if champ is None else {
-        k: champ.get(k) for k in ("name", "chunk_ms", "wer", "word_latency_ms_median", "word_latency_ms_p90", "rtf",
-                                  "ci95", "vs_reference")} | {"selected_on": "dev"}
-    result["training"] = {"datasets": _train_sets(state), "splits": ["train"], "artifacts": state["artifacts"]}
+    return result
+
+
+def stage_partials(args, out: Path, state: dict) -> None:
+    """Issue 28's release part: the offline references, the dev-chosen recipe's adapters alone (the partials) and
+    the served two-pass spec over it, on test; the headline keys (``evaluation.headline``) go on top of the report.
+    The adapters come from the dev evidence files only (``selection.partials_specs``)."""
+    from benchmarks import selection as sel
+
+    choices = json.loads((SELECTION / "choices.json").read_text())
+    reference = choices.get("peers", {}).get("whisperlivekit-la@1000", {}).get("name")
+    specs, adapters = sel.partials_specs(SELECTION)
+    result = _release_part(args, out, state, specs, reference, "partials")
+    result["partials_recipe"] = {**adapters, "selected_on": "dev",
+                                 "evidence": [f"benchmarks/results/selection/{e}" for e in adapters["evidence"]]}
+    _write_release(result)
+
+
+def _write_release(result: dict) -> None:
+    """The report, with the partials' headline keys recomputed from its rows (every part keeps them current)."""
+    from evaluation.headline import OFFLINE, partials_headline
+    from evaluation.report import write_report
+
+    if any(r["name"] == OFFLINE for r in result["systems"]):
+        result.update(partials_headline(result["systems"]))
     result.setdefault("commands", []).append(" ".join(["python", *sys.argv]))
     for p in write_report(result, RESULTS, "evaluation"):
         print(p)
@@ -263,7 +296,7 @@ def stage_release(args, out: Path, state: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=("data", "train", "select", "choose", "release"))
+    parser.add_argument("stage", choices=("data", "train", "select", "choose", "release", "partials"))
     parser.add_argument("--out", default="outputs/bench-evaluation")
     parser.add_argument("--shared-data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--n-synth", type=int, default=240)
@@ -304,7 +337,8 @@ def main() -> None:
             seeds = _seeds(state.get("artifacts", {}))
             _choose(state, {}, seeds, args)
         else:
-            {"data": stage_data, "train": stage_train, "select": stage_select, "release": stage_release}[args.stage](
+            {"data": stage_data, "train": stage_train, "select": stage_select, "release": stage_release,
+             "partials": stage_partials}[args.stage](
                 args, out, state)
     if args.stage in ("data", "train"):  # the other stages only read the state (they may run beside these)
         _save(out, state)

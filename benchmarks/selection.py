@@ -275,3 +275,39 @@ def choices_markdown(choices: dict[str, Any]) -> str:
     lines += ["## Defaults not re-selected by this run", "", "| default | its old evidence |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in NOT_RESELECTED.items()]
     return "\n".join(lines) + "\n"
+
+
+def partials_adapters(selection: Path) -> dict[str, Any]:
+    """The dev-chosen recipe's adapters, from the evidence files under ``selection``: the distilled per-chunk 300 ms
+    adapter (``dev_distill_choice.json``) and its random-chunk sibling (``dev_rcs_choice.json``), or both from the
+    longer runs of ``dev_steps_choice.json`` where that evidence chose the longer run. Nothing here reads test."""
+    distill = json.loads((selection / "dev_distill_choice.json").read_text())
+    rcs = json.loads((selection / "dev_rcs_choice.json").read_text())
+    out = {"per_chunk": distill["adapters"][distill["chosen"]], "rcs": rcs["rcs_adapter"], "steps": distill["steps"],
+           "evidence": ["dev_distill_choice.json", "dev_rcs_choice.json"]}
+    steps_path = selection / "dev_steps_choice.json"
+    if steps_path.exists():
+        steps = json.loads(steps_path.read_text())
+        out["evidence"].append(steps_path.name)
+        n = str(steps["chosen_steps"])
+        if steps["chosen_steps"] != steps["reference_steps"]:  # another step count beat the chosen recipe on dev
+            if n not in steps["adapters"]["rcs"]:
+                raise ValueError(f"{steps_path}: {n} steps won on dev, but no random-chunk adapter of {n} steps was "
+                                 "trained: train it with the same steps (learning_curve.py --short)")
+            out.update(per_chunk=steps["adapters"]["per_chunk"][n], rcs=steps["adapters"]["rcs"][n],
+                       steps=steps["chosen_steps"])
+    return out
+
+
+def partials_specs(selection: Path) -> tuple[list[SystemSpec], dict[str, Any]]:
+    """Issue 28's release rows (names as ``evaluation.headline.ROWS``): the offline references, the chosen
+    per-chunk adapter alone and the random-chunk one alone at 300 ms (greedy: the partials), and the served two-pass
+    spec (``served_two_pass.json``) over the per-chunk adapter; and the adapters they use."""
+    adapters = partials_adapters(selection)
+    served = json.loads((selection / "served_two_pass.json").read_text())
+    specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline"),
+             SystemSpec("faster-whisper offline", "faster-whisper"),
+             SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=adapters["per_chunk"]),
+             SystemSpec("causal random-chunk adapter 300 ms", "causal", 300, adapter_dir=adapters["rcs"]),
+             SystemSpec(**{**served, "name": "two-pass 300 ms (served)", "adapter_dir": adapters["per_chunk"]})]
+    return specs, adapters
