@@ -276,10 +276,36 @@ def stage_partials(args, out: Path, state: dict) -> None:
     choices = json.loads((SELECTION / "choices.json").read_text())
     reference = choices.get("peers", {}).get("whisperlivekit-la@1000", {}).get("name")
     specs, adapters = sel.partials_specs(SELECTION)
+    specs = _unscored(specs, RESULTS / "evaluation.json")
     result = _release_part(args, out, state, specs, reference, "partials")
     result["partials_recipe"] = {**adapters, "selected_on": "dev",
                                  "evidence": [f"benchmarks/results/selection/{e}" for e in adapters["evidence"]]}
     _write_release(result)
+
+
+def _unscored(specs, path: Path) -> list:
+    """The specs the report does not hold yet. A row already scored with the same system under another name is
+    renamed in the report instead of scored again (a label corrected, not a new look at test)."""
+    from dataclasses import asdict
+
+    if not path.exists():
+        return list(specs)
+    report = json.loads(path.read_text())
+
+    def system(spec: dict) -> str:
+        return json.dumps({k: v for k, v in spec.items() if k != "name" and v is not None}, sort_keys=True)
+
+    by_system = {system(r["spec"]): r for r in report["systems"] if r.get("spec")}
+    todo, renamed = [], False
+    for spec in specs:
+        row = by_system.get(system(asdict(spec)))
+        if row is None:
+            todo.append(spec)
+        elif row["name"] != spec.name and spec.name not in {r["name"] for r in report["systems"]}:
+            row["name"], row["spec"]["name"], renamed = spec.name, spec.name, True
+    if renamed:
+        path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    return todo
 
 
 def _write_release(result: dict) -> None:

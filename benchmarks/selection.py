@@ -301,13 +301,16 @@ def partials_adapters(selection: Path) -> dict[str, Any]:
 
 def partials_specs(selection: Path) -> tuple[list[SystemSpec], dict[str, Any]]:
     """Issue 28's release rows (names as ``evaluation.headline.ROWS``): the offline references, the chosen
-    per-chunk adapter alone and the random-chunk one alone at 300 ms (greedy: the partials), and the served two-pass
-    spec (``served_two_pass.json``) over the per-chunk adapter; and the adapters they use."""
+    per-chunk adapter alone and the random-chunk one alone at 300 ms (greedy: the partials), the served two-pass spec
+    (``served_two_pass.json``: original weights in both passes) and the same spec over the chosen per-chunk adapter;
+    and the adapters they use."""
     adapters = partials_adapters(selection)
     served = json.loads((selection / "served_two_pass.json").read_text())
     specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline"),
              SystemSpec("faster-whisper offline", "faster-whisper"),
              SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=adapters["per_chunk"]),
              SystemSpec("causal random-chunk adapter 300 ms", "causal", 300, adapter_dir=adapters["rcs"]),
-             SystemSpec(**{**served, "name": "two-pass 300 ms (served)", "adapter_dir": adapters["per_chunk"]})]
+             SystemSpec(**{**served, "name": "two-pass 300 ms (served)"}),
+             SystemSpec(**{**served, "name": "two-pass 300 ms, distilled causal adapter",
+                           "adapter_dir": adapters["per_chunk"]})]
     return specs, adapters
