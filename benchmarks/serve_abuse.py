@@ -106,7 +106,7 @@ async def _ws_attack(url: str, source: str, act, *, token: str | None = TOKEN, o
         async with websockets.connect(url.replace("http", "ws") + "/ws", local_addr=(source, 0), open_timeout=30,
                                       additional_headers=headers, origin=origin, max_size=2**22) as ws:
             last = None
-            sender = asyncio.create_task(act(ws))
+            sender = asyncio.create_task(act(ws))  # sends only: the loop below is the one reader
             try:
                 async for message in ws:
                     ev = json.loads(message)
@@ -156,28 +156,24 @@ def attacks(speech_pcm: np.ndarray) -> dict:
 
     async def zero_frames(url):
         async def act(ws):
-            await ws.recv()
             for _ in range(10_000):
                 await ws.send(b"")
         return [await _ws_attack(url, "127.0.0.68", act)]
 
     async def one_byte_frames(url):
         async def act(ws):
-            await ws.recv()
             for _ in range(10_000):
                 await ws.send(b"\x00")
         return [await _ws_attack(url, "127.0.0.69", act)]
 
     async def one_sample_frames(url):  # valid 2-byte frames: a decode and a queue slot each
         async def act(ws):
-            await ws.recv()
             for _ in range(10_000):
                 await ws.send(b"\x00\x00")
         return [await _ws_attack(url, "127.0.0.70", act)]
 
     async def slow_sender(url):  # 0.1 s of audio every 5 s, on 2 connections
         async def act(ws):
-            await ws.recv()
             while True:
                 await ws.send(np.zeros(1600, dtype="<i2").tobytes())
                 await asyncio.sleep(5)
@@ -185,7 +181,6 @@ def attacks(speech_pcm: np.ndarray) -> dict:
 
     async def idle_holders(url):  # 8 sockets from 2 addresses that never send
         async def act(ws):
-            await ws.recv()
             await asyncio.sleep(120)
         return list(await asyncio.gather(*(_ws_attack(url, f"127.0.0.{73 + i % 2}", act) for i in range(8))))
 
@@ -195,13 +190,13 @@ def attacks(speech_pcm: np.ndarray) -> dict:
 
     async def cross_origin(url):
         async def act(ws):
-            await ws.recv()
+            await asyncio.sleep(1)
         return [await _ws_attack(url, "127.0.0.90", act, origin="https://evil.example"),
                 await asyncio.to_thread(_post, url, upload, "127.0.0.90", TOKEN, "https://evil.example")]
 
     async def bad_token(url):
         async def act(ws):
-            await ws.recv()
+            await asyncio.sleep(1)
         return [await _ws_attack(url, "127.0.0.91", act, token=None),
                 await _ws_attack(url, "127.0.0.91", act, token="guess"),
                 await asyncio.to_thread(_post, url, upload, "127.0.0.91", None)]
@@ -292,6 +287,7 @@ def main() -> None:
             clients, outcomes = asyncio.run(scenario(url, test, attack))
         row, _ = level_summary(clients, by_id, 0.0, baseline)
         row.pop("per_stream")
+        row["error_messages"] = dict(Counter(s.error[:80] for streams in clients for s in streams if s.error))
         added = row["added_final_p95_ms_worst_stream"]
         result["scenarios"].append({"attack": name, "peak_rss_mb": round(rss.peak_mb, 1),
                                     "attacker_got": dict(Counter(outcomes)), "honest": row,

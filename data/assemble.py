@@ -7,9 +7,11 @@ on the parts and the config, never on which runner (process pool or Ray) built t
 
 Publishing is atomic. On a local disk everything is written into a hidden sibling folder and renamed into place
 under a file lock: a version folder is complete or absent; a killed build leaves a hidden folder that the next build
-removes; of two concurrent builds of one version the first wins. Object storage has no rename: the files are
-written under a hidden temporary prefix, copied server-side into the version prefix, and `dataset.json` — the
-marker — is written last with one PUT. A version exists only when its marker does.
+removes; of two concurrent builds of one version the first wins. Object storage has no rename: the objects are
+written once, straight to their final keys, and `dataset.json` — the marker — is written last with one PUT. A
+version exists only when its marker does, and a published marker is never deleted: two builders of one version
+write the same bytes (the version id is their content), so each object PUT replaces an object with an identical one
+and a reader sees the whole version or none, whatever the interleaving (``tests/test_publish_race.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import json
 import os
 import shutil
 import tempfile
-import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -29,7 +30,7 @@ from filelock import FileLock
 
 from configs.dataset import DatasetConfig
 from data import fs
-from data.chaos import kill_point
+from data.chaos import kill_point, step
 from data.manifest import MANIFEST_SCHEMA, REJECTS_SCHEMA
 from data.parts import part_paths, read_part, reject_row
 from data.records import Reject
@@ -52,10 +53,12 @@ def assemble(version_dir: str | Path, part_keys: Sequence[str], scan_rejects: Se
     version_dir = str(version_dir)
     remote = fs.is_remote(version_dir)
     parent, name = version_dir.rstrip("/").rsplit("/", 1)
-    tmp = fs.join(parent, f".{name}.tmp-{uuid.uuid4().hex[:8] if remote else os.getpid()}")
-    if not remote:
+    if remote:  # final keys: invisible until the marker is written, and written once
+        tmp = version_dir
+    else:
+        tmp = fs.join(parent, f".{name}.tmp-{os.getpid()}")
         remove_stale_tmp(Path(parent))
-    fs.rm_tree(tmp)
+        fs.rm_tree(tmp)
     fs.ensure_dir(tmp)
     tokenizer = tokenizer_id(cfg.tokenizer)
 
@@ -92,10 +95,12 @@ def assemble(version_dir: str | Path, part_keys: Sequence[str], scan_rejects: Se
             shards = writer.close()
         kill_point("assemble.split_written")
         fs.put_file(manifest_path, fs.join(tmp, "manifest.parquet"))
+        step("assemble.manifest_written")
     if n_inputs != len(recordings) + len(rejects):
         raise CountMismatch(f"inputs {n_inputs} != accepted {len(recordings)} + rejected {len(rejects)}")
     rejects.sort(key=lambda r: (r["id"], r["stage"]))
     _write_table(fs.join(tmp, "rejects.parquet"), rejects, REJECTS_SCHEMA)
+    step("assemble.rejects_written")
 
     info = {
         "version_id": version_id,
@@ -125,7 +130,10 @@ def assemble(version_dir: str | Path, part_keys: Sequence[str], scan_rejects: Se
     }
     marker = json.dumps(info, indent=2, sort_keys=True).encode() + b"\n"
     kill_point("assemble.before_publish")
-    (_publish_remote if remote else _publish_local)(tmp, version_dir, marker)
+    if remote:
+        _publish_remote(version_dir, marker)
+    else:
+        _publish_local(tmp, version_dir, marker)
     return info
 
 
@@ -180,16 +188,12 @@ def _publish_local(tmp: str, version_dir: str, marker: bytes) -> None:
             os.replace(tmp, target)
 
 
-def _publish_remote(tmp: str, version_dir: str, marker: bytes) -> None:
-    try:
-        if verify_version(version_dir) is None:  # else a concurrent build published the same bytes first
-            marker_path = fs.join(version_dir, "dataset.json")
-            if fs.exists(marker_path):
-                fs.rm(marker_path)  # withdraw a tampered version before its objects are replaced
-            fs.copy_tree(tmp, version_dir)  # server-side copies; nothing is visible until the marker exists
-            fs.write_bytes(marker_path, marker)  # the publish: one PUT
-    finally:
-        fs.rm_tree(tmp)
+def _publish_remote(version_dir: str, marker: bytes) -> None:
+    """The marker, last, with one PUT (the objects are in place). Never a delete: a marker that is there belongs to a
+    version published by a concurrent build (the same bytes: rewriting it changes nothing a reader sees) or to a
+    tampered one (the objects were just rewritten; the PUT makes the version whole again)."""
+    step("publish.marker")
+    fs.write_bytes(fs.join(version_dir, "dataset.json"), marker)
 
 
 def remove_stale_tmp(name_dir: Path) -> list[Path]:

@@ -21,6 +21,7 @@ from pathlib import Path
 import webdataset as wds
 
 from data import fs
+from data.chaos import step
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,7 @@ class ShardWriter:
         name = f"shards/{self.split}-{index:06d}.tar"
         data = tar_bytes(self.pending)
         fs.write_bytes(fs.join(self.root, name), data)
+        step("assemble.shard_written")
         self.infos.append(ShardInfo(name, self.split, len(self.pending), hashlib.sha256(data).hexdigest(), len(data)))
         self.pending = []
 

@@ -7,8 +7,9 @@ Routes (one FastAPI ingress, bound to 127.0.0.1 by ``run``):
   ``GET /healthz``      live streams, capacity, the version served, the registry watcher's state
   ``GET /version``      model name, version, alias, base sha256, dataset versions, precision, chunk sizes
 
-Concurrency: a replica holds up to ``max_streams`` streams; each has its own engine state on the replica's shared
-weights, and its steps run on the replica's thread pool (``compute_threads`` × ``torch_threads`` = the cores the
+Concurrency: a replica holds up to ``max_streams`` streams (a socket becomes one with its first config or audio:
+sockets that have sent nothing hold no engine and no slot, ``max_pending`` of them, each for ``first_audio_s`` at
+most); each has its own engine state on the replica's shared weights, and its steps run on the replica's thread pool (``compute_threads`` × ``torch_threads`` = the cores the
 replica asks Ray for). Past ``max_streams`` a connection is told ``busy`` (close 1013) instead of queueing behind
 the others: a live stream that waits is already late. Ray Serve spreads connections over replicas and, with an
 autoscaling config (``infra/kuberay/rayservice.yaml``), adds replicas under load.
@@ -86,6 +87,9 @@ class Recognizer:
                                                            settings.alias), settings.precision)
         self.live_by_version: dict[str, int] = {}  # open streams per version
         self.uploads = 0  # uploads in progress (with the streams: the replica's load)
+        # sockets that have not sent a config or audio yet: no engine, a coroutine each. They do not take a stream
+        # slot (a held socket must not lock honest streams out) and are bounded on their own (and by first_audio_s)
+        self.pending = 0
         # this replica's connections per client; the limit is the app's (``serving.clients``): a ledger handle,
         # or (no ledger: one replica on its own) this table's own
         self.ledger = ledger
@@ -146,27 +150,38 @@ class Recognizer:
 
     # ------------------------------------------------------------------ who may connect
     async def _admit(self, headers, client: str, upload: bool = False) -> tuple[str | None, int, str | None]:
-        """(refusal code or None, HTTP status for it, the subprotocol that carried the token); admitted: the client
-        is counted (``clients.leave`` when it is done)."""
+        """(refusal code or None, HTTP status for it, the subprotocol that carried the token). Admitted: the client
+        is counted (``_leave`` when it is done) and a place is reserved — an upload slot (``uploads``) or a pending
+        socket (``pending``) — before the first await, so that concurrent requests cannot all pass one check."""
         if not origin_allowed(headers.get("origin"), self.settings.allowed_origins):
             return "origin_not_allowed", 403, None
         token, proto = offered_token(headers)
         if not token_ok(self.token, token):
             return "unauthorized", 401, None
-        if self.load >= self.settings.max_streams or (upload and self.uploads >= self.settings.max_uploads):
+        s = self.settings
+        if self.load >= s.max_streams or (upload and self.uploads >= s.max_uploads) or (
+                not upload and self.pending >= s.max_pending):
             return "busy", 503, proto  # a queue is a queue of late answers: refused now
+        if upload:
+            self.uploads += 1
+        else:
+            self.pending += 1
         if self.ledger is not None:
             try:
                 code = await self.ledger.enter.remote(self.replica_id, client)
             except Exception as err:  # no ledger reachable: this replica's own count, at the same limit
                 log.warning("client ledger: %s", err)
-                code = "client_limit" if self.clients.open.get(client, 0) >= self.settings.max_per_client else None
-            if code:
-                return code, 429, proto
-        elif not self.clients.enter(client):
-            return "client_limit", 429, proto
-        if self.ledger is not None:
-            self.clients.enter(client)
+                code = "client_limit" if self.clients.open.get(client, 0) >= s.max_per_client else None
+            if not code:
+                self.clients.enter(client)
+        else:
+            code = None if self.clients.enter(client) else "client_limit"
+        if code:
+            if upload:
+                self.uploads -= 1
+            else:
+                self.pending -= 1
+            return code, 429, proto
         return None, 200, proto
 
     def _leave(self, client: str) -> None:
@@ -188,6 +203,7 @@ class Recognizer:
     @api.get("/healthz")
     def healthz(self) -> dict[str, Any]:
         return {"status": "ok", "live_streams": self.live, "live_by_version": dict(self.live_by_version),
+                "pending_sockets": self.pending,
                 "uploads": self.uploads, "pid": os.getpid(), "rss_mb": rss_mb(),
                 "max_streams": self.settings.max_streams, "version": self.current.version.version,
                 "swaps": self.swaps, "watch_error": self.watch_error, "failed_version": self.failed_version,
@@ -210,8 +226,7 @@ class Recognizer:
         code, status, _ = await self._admit(request.headers, client, upload=True)
         if code:
             return self._refuse(code, status, "refused: " + code.replace("_", " "))
-        self.uploads += 1
-        try:
+        try:  # the upload slot was reserved by _admit
             if chunk_ms is not None and chunk_ms not in model.chunk_choices:
                 return self._refuse("bad_config", 400, f"chunk_ms {chunk_ms} is not one of {list(model.chunk_choices)}")
             try:
@@ -251,16 +266,28 @@ class Recognizer:
             return
         model = self.current  # this stream's model to its end, whatever the alias does meanwhile
         key = model.version.version
-        self.live_by_version[key] = self.live_by_version.get(key, 0) + 1
+        counted = {"live": False}  # pending (reserved by _admit) until it takes a stream slot
         try:
-            await self._serve(ws, model)
+            await self._serve(ws, model, counted)
         finally:
             self._leave(client)
-            self.live_by_version[key] -= 1
-            if not self.live_by_version[key]:
-                del self.live_by_version[key]
+            if counted["live"]:
+                self.live_by_version[key] -= 1
+                if not self.live_by_version[key]:
+                    del self.live_by_version[key]
+            else:
+                self.pending -= 1
 
-    async def _serve(self, ws: WebSocket, model) -> None:
+    def _take_slot(self, key: str, counted: dict) -> bool:
+        """A pending socket becomes a stream (an engine is about to be built), if the replica has room."""
+        if self.load >= self.settings.max_streams:
+            return False
+        self.pending -= 1
+        self.live_by_version[key] = self.live_by_version.get(key, 0) + 1
+        counted["live"] = True
+        return True
+
+    async def _serve(self, ws: WebSocket, model, counted: dict) -> None:
         from serving.session import StreamSession
 
         s = self.settings
@@ -268,7 +295,7 @@ class Recognizer:
                             "formats": sorted(FORMATS), "max_frame_s": MAX_FRAME_S})
         frames: asyncio.Queue = asyncio.Queue()
         backlog = Backlog(s.max_backlog_ms)
-        guard = StreamGuard(s.min_speed, s.slack_s, s.max_frames_per_s, s.frame_burst)
+        guard = StreamGuard(s.min_speed, s.slack_s, s.max_frames_per_s, s.frame_burst, s.first_audio_s)
         receiver = asyncio.create_task(receive(ws, model.chunk_choices, frames, backlog, guard, s.idle_timeout_s))
         session: "StreamSession | None" = None
         loop = asyncio.get_running_loop()
@@ -281,6 +308,11 @@ class Recognizer:
                     await close_with(ws, item)
                     return
                 if item is DISCONNECTED:
+                    return
+                if not counted["live"] and not self._take_slot(model.version.version, counted):
+                    self.refused["busy"] += 1
+                    await close_with(ws, ProtocolError("busy", f"this replica serves {s.max_streams} streams "
+                                                               "already; retry shortly"))
                     return
                 # engines are built off the event loop: other streams' frames keep flowing meanwhile
                 if isinstance(item, StreamConfig):
@@ -325,8 +357,9 @@ def build_app(settings: ServeSettings, *, num_replicas: int | str = 1, num_cpus:
     threads). ``autoscaling`` (Ray Serve's ``autoscaling_config``) replaces ``num_replicas``."""
     cpus = num_cpus if num_cpus is not None else settings.compute_threads * settings.torch_threads
     options: dict[str, Any] = {"ray_actor_options": {"num_cpus": cpus},
-                               # the HTTP routes must get through while every stream slot is taken
-                               "max_ongoing_requests": settings.max_streams + 8}
+                               # every socket is an ongoing request, pending ones too; the HTTP routes must get through
+                               # while every slot is taken
+                               "max_ongoing_requests": settings.max_streams + settings.max_pending + 8}
     if autoscaling:
         options["autoscaling_config"] = autoscaling
     else:

@@ -92,12 +92,14 @@ class StreamGuard:
     """One stream's budget. ``frame(ms)`` on every audio frame (raises ``rate_limited`` past the frame budget: a
     bucket of ``frame_burst`` frames refilled at ``max_frames_per_s``); ``time_left()`` is how long the client may
     stay silent before ``too_slow`` — the stream must have sent ``min_speed`` × (wall time − ``slack_s``) of audio
-    at every moment. Time the server itself held the client back (back-pressure) is not counted (``hold``)."""
+    at every moment, and its first audio within ``first_audio_s`` (a socket opened and held without audio is the
+    cheapest way to fill a replica's slots). Time the server itself held the client back (back-pressure) is not counted (``hold``)."""
 
     min_speed: float = 0.5
     slack_s: float = 10.0
     max_frames_per_s: float = 200.0
     frame_burst: int = 1000
+    first_audio_s: float = 3.0  # a connection that has sent no audio at all holds a slot this long at most
     clock: Callable[[], float] = time.monotonic
     audio_s: float = 0.0
     held_s: float = 0.0
@@ -126,7 +128,8 @@ class StreamGuard:
         """Seconds until the audio sent falls below the floor, if no more arrives."""
         if self.min_speed <= 0:
             return float("inf")
-        deadline = self._start + self.held_s + self.slack_s + self.audio_s / self.min_speed
+        grace = self.slack_s if self.audio_s else min(self.slack_s, self.first_audio_s)
+        deadline = self._start + self.held_s + grace + self.audio_s / self.min_speed
         return deadline - self.clock()
 
     def too_slow(self) -> ProtocolError:

@@ -20,6 +20,7 @@ class ServeSettings:
     alias: str = "champion"
     precision: str | None = "bf16-all"
     max_streams: int = 8  # streams + uploads in progress per replica: past it, `busy`
+    max_pending: int = 64  # sockets that have not sent audio yet (no engine: cheap), per replica
     torch_threads: int = 1
     compute_threads: int = 2
     poll_s: float = 5.0
@@ -28,6 +29,7 @@ class ServeSettings:
     idle_timeout_s: float = 15.0  # no frame at all for this long: closed (silence is audio: a live client sends it)
     min_speed: float = 0.5  # audio seconds per wall second a stream must keep up, after `slack_s`
     slack_s: float = 10.0
+    first_audio_s: float = 3.0  # the first audio frame must come this soon after `ready` (a config may come first)
     max_frames_per_s: float = 200.0  # the browser page sends 50 (20 ms frames)
     frame_burst: int = 1000
     # --- uploads (POST /transcribe): their own threads, counted in admission, refused before work

@@ -108,3 +108,71 @@ def test_cli_build_on_local_ray_instance(prefect_server, mixed_corpus, tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads(out.stdout[out.stdout.rfind("\n{") + 1 :])
     assert summary["counts"]["accepted"] == 3 and summary["aligned_now"] == 3
+
+
+def test_two_builders_of_one_version_never_unpublish_it(prefect_server, s3_bucket, mixed_corpus, monkeypatch):
+    """Two builders publish one version to the S3 server, in lock step: at every object written and at the marker,
+    the other builder takes a turn. Once the version verifies (deep: every object re-hashed), it verifies at every
+    later step of either builder, and it ends valid with the bytes of a single build."""
+    import threading
+
+    import tasks.dataset as task_module
+    from data import chaos, fs
+    from data.assemble import assemble, verify_version
+    from flows.build_dataset import run_build
+
+    captured: dict = {}
+    real_assemble = task_module.assemble
+
+    def recording(*args, **kwargs):  # the assemble call of a real build: its parts, rejects and versions
+        captured.update(args=args, kwargs=kwargs)
+        return real_assemble(*args, **kwargs)
+
+    monkeypatch.setattr(task_module, "assemble", recording)
+    first = run_build(str(mixed_corpus), f"{s3_bucket}/first", _cfg(), workers=2)
+    target = f"{s3_bucket}/race/scale/{first['version_id']}"
+    turn = threading.Condition()
+    state = {"next": "A", "done": set(), "published": False, "log": []}
+
+    def hook(step_name: str) -> None:
+        me = threading.current_thread().name
+        valid = verify_version(target, deep=True) is not None
+        with turn:
+            state["log"].append((me, step_name, valid))
+            assert valid or not state["published"], f"the version disappeared at {me} {step_name}"
+            state["published"] |= valid
+            other = "B" if me == "A" else "A"
+            state["next"] = other
+            turn.notify_all()
+            turn.wait_for(lambda: state["next"] == me or other in state["done"], timeout=60)
+
+    errors: list = []
+
+    def builder() -> None:
+        with turn:
+            turn.wait_for(lambda: state["next"] == threading.current_thread().name or state["done"], timeout=60)
+        try:
+            assemble(target, *captured["args"][1:], **captured["kwargs"])
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+        finally:
+            with turn:
+                state["done"].add(threading.current_thread().name)
+                state["next"] = "B" if threading.current_thread().name == "A" else "A"
+                turn.notify_all()
+
+    monkeypatch.setattr(chaos, "STEP_HOOK", hook)
+    threads = [threading.Thread(target=builder, name=name) for name in "AB"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors
+    names = [s for _, s, _ in state["log"]]
+    assert names.count("publish.marker") == 2 and names.count("assemble.shard_written") >= 2 * len(first["shards"])
+    assert {who for who, _, _ in state["log"]} == {"A", "B"}
+    assert state["published"]  # the version verified while the second builder was still writing over it
+    final = verify_version(target, deep=True)
+    assert final is not None and [s["sha256"] for s in final["shards"]] == first["shards"]
+    assert fs.read_bytes(f"{target}/dataset.json") == fs.read_bytes(f"{first['version_dir']}/dataset.json")
+    assert not [p for p in fs.listdir(f"{s3_bucket}/race/scale") if ".tmp-" in p]

@@ -87,3 +87,27 @@ def test_audio_fixes_and_rejects():
     assert err.value.reason == "non_finite_audio"
     loud = prepare_samples(np.full((16000, 1), 2.0, np.float32) * np.sign(np.sin(np.arange(16000)))[:, None], 16000)
     assert np.abs(loud.samples).max() <= 1.0 and loud.notes[0].startswith("peak-normalized")
+
+
+def test_files_decode_in_blocks_as_one_piece_would(tmp_path: Path, monkeypatch):
+    """The loader decodes, down-mixes and resamples block by block (bounded memory for long recordings); the
+    samples equal a whole-array decode's, a segment's included, across block edges."""
+    import data.audio as audio
+
+    monkeypatch.setattr(audio, "_BLOCK_S", 0.7)  # many blocks, edges mid-signal
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((44100 * 5, 2)) * 0.2).astype(np.float32)
+    path = tmp_path / "x.wav"
+    sf.write(path, x, 44100, subtype="FLOAT")
+    blocks = load_audio(path, max_duration_s=60)
+    whole = prepare_samples(x, 44100, max_duration_s=60)
+    assert blocks.notes == whole.notes == ("downmixed 2->1 channels", "resampled 44100->16000 Hz")
+    np.testing.assert_allclose(blocks.samples, whole.samples, atol=1e-6)
+    segment = load_audio(path, start_s=1.3, duration_s=2.1, max_duration_s=60)
+    np.testing.assert_allclose(segment.samples, prepare_samples(x[int(1.3 * 44100): int(1.3 * 44100) + int(
+        round(2.1 * 44100))], 44100).samples, atol=1e-6)
+    bad = x.copy()
+    bad[44100 * 4, 0] = np.nan  # in a late block
+    sf.write(path, bad, 44100, subtype="FLOAT")
+    with pytest.raises(AudioReject, match="non_finite_audio"):
+        load_audio(path, max_duration_s=60)

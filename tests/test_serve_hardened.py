@@ -186,6 +186,20 @@ def test_abusive_streams_are_closed_with_a_reason(server, speech):
             assert ws.close_code == close_code
             if code == "too_slow":  # 3 s of slack + 0.1 s of audio / 0.5: gone well before the 6 s idle limit
                 assert time.monotonic() - started < 5.5
+    # sockets that never send audio take no stream slot: with 6 of them open (2 replicas × max_streams 3), a
+    # stream is still served
+    holders = [_ws(server, source=f"127.0.0.{150 + i}") for i in range(6)]
+    try:
+        for ws in holders:
+            json.loads(ws.recv(timeout=30))
+        with _ws(server) as ws:
+            assert json.loads(ws.recv(timeout=30))["type"] == "ready"
+            ws.send(speech.tobytes())
+            ws.send(json.dumps({"type": "end"}))
+            assert _until_closed(ws)[-1]["type"] == "summary"
+    finally:
+        for ws in holders:
+            ws.close()
     # an idle holder that never sends audio is closed too (no slot is held forever)
     with _ws(server) as ws:
         json.loads(ws.recv(timeout=30))

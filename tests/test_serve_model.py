@@ -51,7 +51,8 @@ def server(registry, ray_cluster):
     from serving.app import ServeSettings, run
 
     settings = ServeSettings(tracking_uri=registry["uri"], registered_model=NAME, alias="champion", max_streams=3,
-                             compute_threads=1, torch_threads=1, poll_s=1.0, max_backlog_ms=1500, idle_timeout_s=20)
+                             compute_threads=1, torch_threads=1, poll_s=1.0, max_backlog_ms=1500, idle_timeout_s=20,
+                             first_audio_s=10)
     url = run(settings, free_port(), num_cpus=1)
     yield url
     serve.shutdown()
@@ -223,6 +224,8 @@ def test_capacity_and_backpressure(server, speech, reference):
     try:
         for ws in holders:
             ws.recv(timeout=60)
+            ws.send(speech["pcm"][:1600].tobytes())  # a socket is a stream from its first audio on
+        _wait(lambda: _health(server)["live_streams"] == 3, what="three streams")
         with _ws(server) as extra:
             message = json.loads(extra.recv(timeout=60))
             assert message["type"] == "error" and message["code"] == "busy"

@@ -65,6 +65,10 @@ def test_a_live_stream_passes_and_holders_and_floods_do_not():
         clock.t += 0.02
         live.frame(20)
         assert live.time_left() > 10
+    # a socket held without any audio: gone after first_audio_s, not the whole slack
+    clock = Clock()
+    silent = StreamGuard(clock=clock)
+    assert silent.time_left() == pytest.approx(3.0)
     # the holder: one 10 s frame every 59 s
     clock = Clock()
     holder = StreamGuard(clock=clock)
