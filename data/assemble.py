@@ -194,6 +194,7 @@ def _publish_remote(version_dir: str, marker: bytes) -> None:
     tampered one (the objects were just rewritten; the PUT makes the version whole again)."""
     step("publish.marker")
     fs.write_bytes(fs.join(version_dir, "dataset.json"), marker)
+    step("publish.marker_written")
 
 
 def remove_stale_tmp(name_dir: Path) -> list[Path]:

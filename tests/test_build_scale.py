@@ -169,9 +169,19 @@ def test_two_builders_of_one_version_never_unpublish_it(prefect_server, s3_bucke
         t.join(300)
     assert not errors, errors
     names = [s for _, s, _ in state["log"]]
-    assert names.count("publish.marker") == 2 and names.count("assemble.shard_written") >= 2 * len(first["shards"])
+    assert names.count("publish.marker") == 2 and names.count("assemble.shard_written") == 2 * len(first["shards"])
     assert {who for who, _, _ in state["log"]} == {"A", "B"}
-    assert state["published"]  # the version verified while the second builder was still writing over it
+    assert state["published"]
+    # a third builder rewrites every object of the published version: it verifies at every one of its steps
+    seen: list[str] = []
+
+    def still_valid(step_name: str) -> None:
+        assert verify_version(target, deep=True) is not None, f"the version disappeared at {step_name}"
+        seen.append(step_name)
+
+    monkeypatch.setattr(chaos, "STEP_HOOK", still_valid)
+    assemble(target, *captured["args"][1:], **captured["kwargs"])
+    assert seen.count("assemble.shard_written") == len(first["shards"]) and seen[-1] == "publish.marker_written"
     final = verify_version(target, deep=True)
     assert final is not None and [s["sha256"] for s in final["shards"]] == first["shards"]
     assert fs.read_bytes(f"{target}/dataset.json") == fs.read_bytes(f"{first['version_dir']}/dataset.json")
