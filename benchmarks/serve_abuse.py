@@ -33,9 +33,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # conftest.silent_flac: the tests' bomb
 
 from benchmarks.common import markdown_table, write_results  # noqa: E402
 from benchmarks.serve_load import _pcm, level_summary, start_ours, stream_ours  # noqa: E402
+from conftest import silent_flac  # noqa: E402
 
 TOKEN = "abuse-benchmark-token"
 HONEST = [f"127.0.0.{i}" for i in range(2, 6)]
@@ -121,17 +123,6 @@ async def _ws_attack(url: str, source: str, act, *, token: str | None = TOKEN, o
         return f"connection {type(err).__name__}"
 
 
-def _flac_bomb(seconds: float = 7200, rate: int = 48000) -> bytes:
-    import soundfile as sf
-
-    buf = io.BytesIO()
-    with sf.SoundFile(buf, "w", rate, 2, format="FLAC", subtype="PCM_16") as f:
-        block = np.zeros((rate * 60, 2), dtype=np.int16)
-        for _ in range(int(seconds // 60)):
-            f.write(block)
-    return buf.getvalue()
-
-
 def _wav(pcm: np.ndarray) -> bytes:
     import soundfile as sf
 
@@ -142,7 +133,7 @@ def _wav(pcm: np.ndarray) -> bytes:
 
 def attacks(speech_pcm: np.ndarray) -> dict:
     """name → (description, async fn(url) -> list of outcome strings)."""
-    bomb = _flac_bomb()
+    bomb = silent_flac(7200)  # 2 h of 48 kHz stereo silence
     upload = _wav(np.tile(speech_pcm, int(np.ceil(60 * 16000 / len(speech_pcm))))[: 60 * 16000])
 
     async def in_threads(fn, n: int, *args) -> list[str]:

@@ -259,7 +259,7 @@ class Recognizer:
         if code:
             self.refused[code] += 1
             await close_with(ws, ProtocolError(code, {
-                "busy": f"this replica serves {self.settings.max_streams} streams already; retry shortly",
+                "busy": self._busy_message(),
                 "client_limit": f"at most {self.settings.max_per_client} connections per client",
                 "client_rate": f"at most {self.settings.connects_per_minute:g} new connections per minute per "
                                "client"}[code]))
@@ -277,6 +277,9 @@ class Recognizer:
                     del self.live_by_version[key]
             else:
                 self.pending -= 1
+
+    def _busy_message(self) -> str:
+        return f"this replica serves {self.settings.max_streams} streams already; retry shortly"
 
     def _take_slot(self, key: str, counted: dict) -> bool:
         """A pending socket becomes a stream (an engine is about to be built), if the replica has room."""
@@ -311,8 +314,7 @@ class Recognizer:
                     return
                 if not counted["live"] and not self._take_slot(model.version.version, counted):
                     self.refused["busy"] += 1
-                    await close_with(ws, ProtocolError("busy", f"this replica serves {s.max_streams} streams "
-                                                               "already; retry shortly"))
+                    await close_with(ws, ProtocolError("busy", self._busy_message()))
                     return
                 # engines are built off the event loop: other streams' frames keep flowing meanwhile
                 if isinstance(item, StreamConfig):

@@ -228,3 +228,36 @@ def postgres_uri():
     yield f"postgresql://mlflow@127.0.0.1:{port}/mlflow"
     stop_process(proc)
     shutil.rmtree(root, ignore_errors=True)
+
+
+def silent_flac(seconds: float, rate: int = 48000, channels: int = 2) -> bytes:
+    """FLAC of ``seconds`` of silence, written a minute at a time: hours of it compress to ~1.4 MB (an upload bomb)."""
+    import io
+
+    import numpy as np
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    with sf.SoundFile(buf, "w", rate, channels, format="FLAC", subtype="PCM_16") as f:
+        block = np.zeros((rate * 60, channels), dtype=np.int16)
+        left = int(seconds * rate)
+        while left:
+            n = min(left, len(block))
+            f.write(block[:n])
+            left -= n
+    return buf.getvalue()
+
+
+def messages_until_closed(ws) -> list[dict]:
+    """Every JSON message a (sync) WebSocket client receives until the server closes it."""
+    import json
+
+    from websockets.exceptions import ConnectionClosed
+
+    messages = []
+    try:
+        for message in ws:
+            messages.append(json.loads(message))
+    except ConnectionClosed:
+        pass
+    return messages

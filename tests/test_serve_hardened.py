@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from conftest import free_port, original_weights_adapter
+from conftest import free_port, messages_until_closed, original_weights_adapter, silent_flac
 
 pytestmark = pytest.mark.slow
 NAME = "whisperline-causal-tiny.en-1000ms"
@@ -109,18 +109,6 @@ def _wait(predicate, timeout: float = 60.0, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _until_closed(ws) -> list[dict]:
-    from websockets.exceptions import ConnectionClosed
-
-    messages = []
-    try:
-        for message in ws:
-            messages.append(json.loads(message))
-    except ConnectionClosed:
-        pass
-    return messages
-
-
 def _post(server, body: bytes, token: str | None = TOKEN, origin: str | None = None) -> tuple[int, dict]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if origin:
@@ -158,7 +146,7 @@ def test_who_may_connect(server, speech):
         for ws in holders:
             json.loads(ws.recv(timeout=30))
         with _ws(server, source="127.0.0.200") as third:
-            messages = _until_closed(third)
+            messages = messages_until_closed(third)
             assert messages[-1]["code"] == "client_limit" and third.close_code == 1013
     finally:
         for ws in holders:
@@ -181,7 +169,7 @@ def test_abusive_streams_are_closed_with_a_reason(server, speech):
                 send(ws)
             except Exception:  # the server may close while the flood is still being sent
                 pass
-            messages = _until_closed(ws)
+            messages = messages_until_closed(ws)
             assert messages and messages[-1]["type"] == "error" and messages[-1]["code"] == code, messages
             assert ws.close_code == close_code
             if code == "too_slow":  # 3 s of slack + 0.1 s of audio / 0.5: gone well before the 6 s idle limit
@@ -196,28 +184,20 @@ def test_abusive_streams_are_closed_with_a_reason(server, speech):
             assert json.loads(ws.recv(timeout=30))["type"] == "ready"
             ws.send(speech.tobytes())
             ws.send(json.dumps({"type": "end"}))
-            assert _until_closed(ws)[-1]["type"] == "summary"
+            assert messages_until_closed(ws)[-1]["type"] == "summary"
     finally:
         for ws in holders:
             ws.close()
     # an idle holder that never sends audio is closed too (no slot is held forever)
     with _ws(server) as ws:
         json.loads(ws.recv(timeout=30))
-        assert _until_closed(ws)[-1]["code"] in ("too_slow", "idle")
+        assert messages_until_closed(ws)[-1]["code"] in ("too_slow", "idle")
     _wait(lambda: _health(server)["live_streams"] == 0, what="every abusive stream freed")
-
-
-def _flac(seconds: float, rate: int = 48000, channels: int = 2) -> bytes:
-    buf = io.BytesIO()
-    with sf.SoundFile(buf, "w", rate, channels, format="FLAC", subtype="PCM_16") as f:
-        for _ in range(int(seconds // 60)):
-            f.write(np.zeros((rate * 60, channels), dtype=np.int16))
-    return buf.getvalue()
 
 
 def test_uploads_are_refused_before_work(server):
     before = _health(server)["rss_mb"]
-    status, body = _post(server, _flac(2 * 3600))  # 2 h of 48 kHz stereo silence in ~1.4 MB of FLAC
+    status, body = _post(server, silent_flac(2 * 3600))  # 2 h of 48 kHz stereo silence in ~1.4 MB of FLAC
     assert (status, body["error"]) == (413, "too_long"), body
     status, body = _post(server, b"\x00" * (3 * 2**20))  # over the 2 MB body limit: refused before it is read
     assert (status, body["error"]) == (413, "body_too_large")
@@ -239,7 +219,7 @@ def test_a_version_that_fails_to_load_leaves_the_current_one_serving(server, reg
             assert ready["model"]["version"] == registry["v1"]
             ws.send(speech.tobytes())
             ws.send(json.dumps({"type": "end"}))
-            summary = _until_closed(ws)[-1]
+            summary = messages_until_closed(ws)[-1]
             assert summary["type"] == "summary" and summary["version"]["version"] == registry["v1"], summary
     finally:
         client(registry["uri"]).set_registered_model_alias(NAME, "champion", registry["v1"])
@@ -268,14 +248,14 @@ def test_a_replica_killed_mid_stream(server, speech):
     victim = _wait(lambda: next((h["pid"] for h in (_health(server) for _ in range(6)) if h["live_streams"]), None),
                    what="the stream's replica")
     os.kill(victim, signal.SIGKILL)
-    messages = _until_closed(ws)  # the stream ends, with a close code that is not a clean 1000
+    messages = messages_until_closed(ws)  # the stream ends, with a close code that is not a clean 1000
     assert ws.close_code != 1000, (ws.close_code, messages)
     # the other replica keeps serving while Ray Serve replaces the dead one
     with _ws(server) as again:
         assert json.loads(again.recv(timeout=60))["type"] == "ready"
         again.send(speech.tobytes())
         again.send(json.dumps({"type": "end"}))
-        last = _until_closed(again)[-1]
+        last = messages_until_closed(again)[-1]
         assert last["type"] == "summary", last
     _wait(lambda: serve.status().applications["whisperline"].deployments["recognizer"].replica_states.get(
         "RUNNING") == 2, timeout=180, what="a replacement replica")

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from conftest import free_port, original_weights_adapter
+from conftest import free_port, messages_until_closed, original_weights_adapter
 
 pytestmark = pytest.mark.slow
 NAME = "whisperline-causal-tiny.en-1000ms"
@@ -171,17 +171,10 @@ def test_http_endpoints(server, registry, speech, reference):
 
 
 def _expect_error(url: str, send, code: str, close_code: int) -> None:
-    from websockets.exceptions import ConnectionClosed
-
     with _ws(url) as ws:
         json.loads(ws.recv(timeout=60))  # ready
         send(ws)
-        messages = []
-        try:
-            for message in ws:
-                messages.append(json.loads(message))
-        except ConnectionClosed:
-            pass
+        messages = messages_until_closed(ws)
         assert messages and messages[-1]["type"] == "error" and messages[-1]["code"] == code, messages
         assert ws.close_code == close_code
 

@@ -4,15 +4,14 @@ protocol's parsers and frame decoder (every input ends in a typed refusal or sam
 
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np
 import pytest
-import soundfile as sf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import silent_flac
 from data.audio import AudioReject, load_audio_bytes
 from serving.guard import (BEARER_SUBPROTOCOL, LOOPBACK_ORIGINS, ClientTable, StreamGuard, offered_token,
                            origin_allowed, token_ok)
@@ -89,22 +88,10 @@ def test_a_live_stream_passes_and_holders_and_floods_do_not():
     assert flood.audio_s == pytest.approx(1000 / 16 / 1000)
 
 
-def _flac(seconds: float, rate: int = 48000, channels: int = 2) -> bytes:
-    buf = io.BytesIO()
-    with sf.SoundFile(buf, "w", rate, channels, format="FLAC", subtype="PCM_16") as f:
-        block = np.zeros((rate * 60, channels), dtype=np.int16)
-        left = int(seconds * rate)
-        while left:
-            n = min(left, len(block))
-            f.write(block[:n])
-            left -= n
-    return buf.getvalue()
-
-
 def test_a_decompression_bomb_is_refused_from_its_header():
     import resource
 
-    bomb = _flac(2 * 3600)  # two hours of 48 kHz stereo silence: ~1.4 MB of FLAC, 2.8 GB of float32 decoded
+    bomb = silent_flac(2 * 3600)  # two hours of 48 kHz stereo silence: ~1.4 MB of FLAC, 2.8 GB of float32 decoded
     assert len(bomb) < 3_000_000
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.raises(AudioReject) as err:
