@@ -279,9 +279,12 @@ def test_browser_page_transcribes_the_microphone(server, speech, tmp_path):
     from selenium.webdriver.support.ui import WebDriverWait
 
     wav = tmp_path / "mic.wav"
-    tail = np.zeros(16000, dtype="<i2")  # a second of silence after the speech, before the file loops
-    sf.write(wav, np.concatenate([speech["pcm"], tail]), 16000, subtype="PCM_16")
-    seconds = len(speech["pcm"]) / 16000 + 0.8
+    # Chromium's fake microphone plays the file from when it opens, looping; the page sends from when its graph is
+    # connected. Silence before (1 s) and after (3 s) the speech keeps that gap, however slow a loaded machine makes
+    # it, from cutting the speech or wrapping round to its start (CI once saw a garbled, repeated transcript)
+    lead, tail = np.zeros(16000, dtype="<i2"), np.zeros(3 * 16000, dtype="<i2")
+    sf.write(wav, np.concatenate([lead, speech["pcm"], tail]), 16000, subtype="PCM_16")
+    seconds = 1 + len(speech["pcm"]) / 16000 + 0.8
     options = webdriver.ChromeOptions()
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--use-fake-ui-for-media-stream",
                 "--use-fake-device-for-media-stream", f"--use-file-for-fake-audio-capture={wav}",

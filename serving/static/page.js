@@ -49,11 +49,10 @@ async function start() {
   $("start").disabled = true; $("stop").disabled = false;
   state.finals = []; state.delays = []; state.sentSamples = 0; state.ended = false;
   $("final").textContent = ""; $("partial").textContent = ""; $("summary").textContent = "";
-  state.stream = await navigator.mediaDevices.getUserMedia({
-    audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
+  // everything that takes time (the worklet module, the socket) is ready before the microphone opens: the audio
+  // captured between opening it and connecting the graph would otherwise be lost (a slow load cut the first words)
   state.ctx = new AudioContext();
   await state.ctx.audioWorklet.addModule("/static/capture-worklet.js");
-  const source = state.ctx.createMediaStreamSource(state.stream);
   const node = new AudioWorkletNode(state.ctx, "capture-processor");
   // a bearer token, where the server asks for one, comes from the fragment (page/#token=...): the fragment is never
   // sent to a server, and browsers cannot set headers on a WebSocket, so it travels as a subprotocol offer
@@ -65,6 +64,9 @@ async function start() {
   ws.onclose = (e) => { if (!state.ended) $("status").textContent = `closed (${e.code}) ${e.reason || ""}`; cleanup(); };
   await new Promise((ok) => { ws.onopen = ok; });
   ws.send(JSON.stringify({ type: "config", format: "f32", sample_rate: 16000, chunk_ms: Number($("chunk").value) }));
+  state.stream = await navigator.mediaDevices.getUserMedia({
+    audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
+  const source = state.ctx.createMediaStreamSource(state.stream);
   const limit = params.get("seconds") ? Number(params.get("seconds")) * 16000 : Infinity;
   node.port.onmessage = (m) => {
     if (state.ended || ws.readyState !== WebSocket.OPEN) return;
