@@ -194,12 +194,17 @@ def table(result: dict) -> str:
     if tr:
         for key, label in (("fixture", "50 real-world transcripts (espeak-ng's reading)"),
                            ("human_readings", "fixture transcripts in common human readings"),
-                           ("realspeech", "every real utterance (realspeech + realspeech-more)")):
+                           ("realspeech", "every real utterance (realspeech, -more, -extra)")):
             part = tr.get(key)
             if part:
                 lines += [f"- {label}: {part['utterances']} utterances, aligner rejects {json.dumps(part['rejects'])}"
                           + (f" (known mismatched transcripts: {sorted(part.get('known_mismatched', {}))})"
                              if part.get("known_mismatched") else ""), ""]
+        pairs = tr.get("mismatched_pairs")
+        if pairs:
+            lines += [f"- real clips with the next clip's transcript: {pairs['mismatched_pairs_accepted']} of "
+                      f"{pairs['pairs']} wrong pairs accepted {pairs['accepted']}, rejects {json.dumps(pairs['rejects'])}",
+                      ""]
     return "\n".join(lines)
 
 
@@ -214,7 +219,18 @@ def main() -> None:
     ap.add_argument("--s3-size", type=int, default=5000, help="0: no S3 build")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--skip-transcripts", action="store_true")
+    ap.add_argument("--transcripts-only", action="store_true",
+                    help="re-measure only `transcripts` (aligner rejects) into the committed results")
     args = ap.parse_args()
+    if args.transcripts_only:
+        from benchmarks.transcript_rejects import default_roots
+        from benchmarks.transcript_rejects import measure as measure_transcripts
+
+        result = json.loads((REPO / "benchmarks" / "results" / "dataset_scale.json").read_text())
+        with tempfile.TemporaryDirectory(prefix="whisperline-transcripts-") as tmp:
+            result["transcripts"] = measure_transcripts(default_roots(), Path(tmp))
+        write_results("dataset_scale", result, table(result))
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="whisperline-scale-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,8 @@ Rejects are counted by reason with their ids. `KNOWN_MISMATCHED` lists utterance
 not what their audio says (with the evidence): their reject is the right answer, not an aligner fault.
 
 Usage: python benchmarks/transcript_rejects.py [--workdir DIR] [ROOT ...]
-(roots default to $WHISPERLINE_REALSPEECH and $WHISPERLINE_REALSPEECH_MORE, or ../shared/data/realspeech{,-more})
+(roots default to $WHISPERLINE_REALSPEECH{,_MORE,_EXTRA}, or ../shared/data/realspeech{,-more,-extra})
+(d) every real clip of realspeech + realspeech-more (AN4 left out) with the next clip's transcript: wrong pairs
 """
 
 from __future__ import annotations
@@ -173,6 +174,24 @@ def measure_realspeech(roots: list[Path]) -> dict:
     return result
 
 
+def measure_mismatched_pairs(roots: list[Path]) -> dict:
+    """Every real clip (AN4's one-word commands left out) paired with the *next* clip's transcript, in folder
+    order: a wrong transcript for real speech. Each pair goes through the default aligner as a build would;
+    ``mismatched_pairs_accepted`` counts the pairs it would publish as training data."""
+    utterances: list[tuple[str, Path, str]] = []
+    for root in roots:
+        if Path(root).name == "realspeech-extra":
+            continue  # the 51 pairs of the issue: realspeech + realspeech-more
+        for tsv in sorted(Path(root).glob("*/transcripts.tsv")):
+            if tsv.parent.name != "an4":
+                utterances += read_folder(tsv.parent)
+    pairs = [(f"{utt}<-{nxt}", wav, text) for (utt, wav, _), (nxt, _, text) in zip(utterances, utterances[1:])]
+    result = align_all(pairs)
+    accepted = sorted(set(p[0] for p in pairs) - set(result["rejected"]))
+    return {"pairs": len(pairs), "mismatched_pairs_accepted": len(accepted), "accepted": accepted,
+            "rejects": result["rejects"], "seconds": result["seconds"], "aligner": result["aligner"]}
+
+
 def measure(realspeech_roots: list[Path], workdir: Path, workers: int | None = None) -> dict:
     """(a) the 50 espeak-spoken fixture transcripts, (b) human-style readings of some of them against
     the written transcripts, (c) every utterance of the real-speech roots."""
@@ -180,13 +199,15 @@ def measure(realspeech_roots: list[Path], workdir: Path, workers: int | None = N
     workdir.mkdir(parents=True, exist_ok=True)
     return {"fixture": measure_fixture(workdir, workers=workers),
             "human_readings": measure_readings(workdir, workers=workers),
-            "realspeech": measure_realspeech([Path(r) for r in realspeech_roots])}
+            "realspeech": measure_realspeech([Path(r) for r in realspeech_roots]),
+            "mismatched_pairs": measure_mismatched_pairs([Path(r) for r in realspeech_roots])}
 
 
 def default_roots() -> list[Path]:
     roots = []
     for var, default in (("WHISPERLINE_REALSPEECH", "../shared/data/realspeech"),
-                         ("WHISPERLINE_REALSPEECH_MORE", "../shared/data/realspeech-more")):
+                         ("WHISPERLINE_REALSPEECH_MORE", "../shared/data/realspeech-more"),
+                         ("WHISPERLINE_REALSPEECH_EXTRA", "../shared/data/realspeech-extra")):
         root = Path(os.environ.get(var, default))
         roots.append(root if root.is_absolute() else (REPO / root).resolve())
     return [r for r in roots if r.is_dir()]

@@ -181,3 +181,20 @@ def test_exact_digital_silence_does_not_derail_pocketsphinx(realspeech: Path, po
     padded = pocketsphinx.align(np.concatenate([pad, audio, pad]), words)
     assert [s.word for s in padded] == words
     assert abs((padded[0].start_ms - 1000) - plain[0].start_ms) <= 30
+
+
+def test_a_transcript_of_other_speech_is_a_transcript_mismatch(realspeech: Path, pocketsphinx):
+    """A forced aligner finds a path for most wrong transcripts; the phone-loop check must turn them away, while
+    every right transcript of the same clips still aligns (CMU ARCTIC: each clip with the next one's words)."""
+    items = _utterances(realspeech, "cmu_arctic")
+    for _, audio, words in items:
+        assert len(pocketsphinx.align(audio, words)) == len(words)
+    reasons = []
+    for (utt, audio, _), (_, _, other) in zip(items, items[1:]):
+        try:
+            pocketsphinx.align(audio, other)
+            reasons.append("accepted")
+        except AlignmentError as err:
+            reasons.append(err.reason)
+    assert "transcript_mismatch" in reasons, reasons  # not only the word-count/no-path failures of before
+    assert reasons.count("accepted") == 0, reasons

@@ -28,6 +28,18 @@ on espeak-ng speech of transcripts with digits and symbols (tests/fixtures/real_
   Plain words stay strict, and at most half of the input words may be replaced, so a transcript of
   other speech is still rejected. If the flexible search finds no path, the strict one is tried.
 
+Transcript check (``transcript_mismatch``): a forced aligner always finds *some* path, and pairing real
+clips with the next clip's transcript, 29 of 51 wrong pairs aligned. The forced path's acoustic score is
+compared with a free phone loop's on the same audio (pocketsphinx's per-segment scores are relative to the
+frame's best state, so their logs sum to a per-utterance cost): speech that says the transcript costs the
+forced path about as much as the loop, speech that says something else costs it more per frame.
+``MAX_FIT_GAP`` was read off a prototype that scored both the espeak-ng fixture and the real clips (right
+transcripts: real ≤ 4e-4 per frame; wrong pairs mostly ≥ 6e-4), so the real-speech figures in
+benchmarks/results/dataset_scale.json are *not* held out. Its cost, measured there: 5 of the 50 espeak-ng
+readings of digit- and symbol-heavy fixture transcripts and 1 of 12 human-style readings ("the U.S. and the
+U.K.") are rejected, speech that does say the items another way than the transcript's verbalisation. Clips under
+``MIN_FIT_S`` (a single spoken digit) are too short for a stable score and are not judged.
+
 Words missing from CMUdict get a pronunciation from data.g2p (dictionary compounds, then
 espeak-ng) and are added to the decoder's dictionary for the rest of the process.
 """
@@ -35,6 +47,7 @@ espeak-ng) and are added to the decoder's dictionary for the rest of the process
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -61,6 +74,9 @@ _PHONE_WORD = "ph_"
 GARBAGE_ENTER = 1e-40
 GARBAGE_LOOP = 0.02
 MAX_GARBAGE_SHARE = 0.5
+# Transcript check: mean log score per 10 ms frame by which the forced path may trail a free phone loop.
+MAX_FIT_GAP = 1e-3
+MIN_FIT_S = 1.5
 
 
 class PocketsphinxAligner(Aligner):
@@ -80,6 +96,10 @@ class PocketsphinxAligner(Aligner):
         self.passes: Counter[str] = Counter()
         for phone in PHONES:
             self.decoder.add_word(_PHONE_WORD + phone.lower(), phone, True)
+        phones = [_PHONE_WORD + p.lower() for p in PHONES]
+        loop = [(a, 1, 1 / len(PHONES), w) for a in (0, 1) for w in phones]  # one or more phones, fillers between
+        self.decoder.add_fsg("phone_loop", self.decoder.create_fsg("phone_loop", 0, 1, loop))
+        self.last_fit_gap: float | None = None  # of the last utterance judged (benchmarks report it)
 
     @cached_property
     def version(self) -> str:
@@ -88,7 +108,8 @@ class PocketsphinxAligner(Aligner):
             digest.update((self.model_dir / name).read_bytes())
         opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()))
         return (f"pocketsphinx-{package_version('pocketsphinx')}+en-us-{digest.hexdigest()[:10]}|{opts}|dither1"
-                f"|g2p-espeak|flexible-phoneloop{GARBAGE_ENTER:g},{GARBAGE_LOOP:g},{MAX_GARBAGE_SHARE:g}")
+                f"|g2p-espeak|flexible-phoneloop{GARBAGE_ENTER:g},{GARBAGE_LOOP:g},{MAX_GARBAGE_SHARE:g}"
+                f"|fit{MAX_FIT_GAP:g},{MIN_FIT_S:g}")
 
     def _ensure_pronounced(self, words: Sequence[str]) -> None:
         for word in dict.fromkeys(words):
@@ -123,7 +144,28 @@ class PocketsphinxAligner(Aligner):
         if found is None:
             found = self._strict(pcm, words)
             self.passes["strict"] += 1
+        self._check_fit(pcm)
         return [WordSpan(w, min(a * 10, duration_ms), min((b + 1) * 10, duration_ms)) for w, a, b in found]
+
+    def _check_fit(self, pcm: np.ndarray) -> None:
+        """Reject the transcript when the forced path (just searched) trails a free phone loop by too much."""
+        forced = self._path_score()
+        self.decoder.activate_search("phone_loop")
+        self.decoder.reinit_feat()
+        self.decoder.start_utt()
+        self.decoder.process_raw(pcm.tobytes(), full_utt=True)
+        self.decoder.end_utt()
+        if self.decoder.hyp() is None:
+            return  # no free path either (silence): the forced one stands
+        gap = (self._path_score() - forced) / max(1, len(pcm) // 160)
+        self.last_fit_gap = gap
+        if len(pcm) >= MIN_FIT_S * 16_000 and gap > MAX_FIT_GAP:
+            raise AlignmentError("transcript_mismatch", f"the transcript's path trails a free phone loop by "
+                                 f"{gap:.2e} per frame (at most {MAX_FIT_GAP:g}): the speech says something else")
+
+    def _path_score(self) -> float:
+        """Sum of the log acoustic scores of the current best path's segments (fillers included)."""
+        return float(sum(math.log(max(s.ascore, 1e-300)) for s in self.decoder.seg()))
 
     def _strict(self, pcm: np.ndarray, words: Sequence[str]) -> list[tuple[str, int, int]]:
         found = self._search(pcm, [(i, i + 1, 1.0, w) for i, w in enumerate(words)], len(words))
