@@ -150,12 +150,7 @@ class PocketsphinxAligner(Aligner):
     def _check_fit(self, pcm: np.ndarray) -> None:
         """Reject the transcript when the forced path (just searched) trails a free phone loop by too much."""
         forced = self._path_score()
-        self.decoder.activate_search("phone_loop")
-        self.decoder.reinit_feat()
-        self.decoder.start_utt()
-        self.decoder.process_raw(pcm.tobytes(), full_utt=True)
-        self.decoder.end_utt()
-        if self.decoder.hyp() is None:
+        if not self._decode(pcm, "phone_loop"):
             return  # no free path either (silence): the forced one stands
         gap = (self._path_score() - forced) / max(1, len(pcm) // 160)
         self.last_fit_gap = gap
@@ -179,7 +174,16 @@ class PocketsphinxAligner(Aligner):
         """(word, first frame, last frame) of the best path through the grammar, fillers left out."""
         fsg = self.decoder.create_fsg("align", 0, final, transitions)
         self.decoder.add_fsg("align", fsg)
-        self.decoder.activate_search("align")
+        if not self._decode(pcm, "align"):
+            # The search never reached the grammar's final state: the words cannot be forced onto
+            # this audio (noise, or a transcript of another utterance).
+            raise AlignmentError("align_failed", "pocketsphinx found no path through the transcript")
+        return [(_ALT_PRON.sub("", s.word), s.start_frame, s.end_frame) for s in self.decoder.seg()
+                if not s.word.startswith(_FILLERS)]
+
+    def _decode(self, pcm: np.ndarray, search: str) -> bool:
+        """Run one whole-utterance search; whether it reached the grammar's final state."""
+        self.decoder.activate_search(search)
         # Feature-extraction state (the cepstral mean among it; set_cmn alone is not enough) carries
         # over between utterances even with batch CMN: an alignment then depended on which utterance
         # the worker process saw before, and two clean builds differed. Reset it every time.
@@ -187,12 +191,7 @@ class PocketsphinxAligner(Aligner):
         self.decoder.start_utt()
         self.decoder.process_raw(pcm.tobytes(), full_utt=True)
         self.decoder.end_utt()
-        if self.decoder.hyp() is None:
-            # The search never reached the grammar's final state: the words cannot be forced onto
-            # this audio (noise, or a transcript of another utterance).
-            raise AlignmentError("align_failed", "pocketsphinx found no path through the transcript")
-        return [(_ALT_PRON.sub("", s.word), s.start_frame, s.end_frame) for s in self.decoder.seg()
-                if not s.word.startswith(_FILLERS)]
+        return self.decoder.hyp() is not None
 
     def _flexible(self, pcm: np.ndarray, words: Sequence[str], groups: Sequence[int]) -> list[tuple[str, int, int]]:
         """Align with a phone loop as the alternative of every multi-word item; one span per spoken word."""
