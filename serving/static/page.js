@@ -49,11 +49,17 @@ async function start() {
   $("start").disabled = true; $("stop").disabled = false;
   state.finals = []; state.delays = []; state.sentSamples = 0; state.ended = false;
   $("final").textContent = ""; $("partial").textContent = ""; $("summary").textContent = "";
-  // everything that takes time (the worklet module, the socket) is ready before the microphone opens: the audio
-  // captured between opening it and connecting the graph would otherwise be lost (a slow load cut the first words)
+  // The worklet is loaded before the microphone opens and the graph is connected at once, and frames captured
+  // while the socket opens wait in `early` and go first: no audio is lost to a slow load (it once cut the first
+  // words), and the permission prompt comes before the socket, whose server wants audio within seconds.
   state.ctx = new AudioContext();
   await state.ctx.audioWorklet.addModule("/static/capture-worklet.js");
   const node = new AudioWorkletNode(state.ctx, "capture-processor");
+  state.stream = await navigator.mediaDevices.getUserMedia({
+    audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
+  const early = [];
+  node.port.onmessage = (m) => early.push(m.data);
+  state.ctx.createMediaStreamSource(state.stream).connect(node);
   // a bearer token, where the server asks for one, comes from the fragment (page/#token=...): the fragment is never
   // sent to a server, and browsers cannot set headers on a WebSocket, so it travels as a subprotocol offer
   const token = new URLSearchParams(location.hash.slice(1)).get("token");
@@ -64,20 +70,17 @@ async function start() {
   ws.onclose = (e) => { if (!state.ended) $("status").textContent = `closed (${e.code}) ${e.reason || ""}`; cleanup(); };
   await new Promise((ok) => { ws.onopen = ok; });
   ws.send(JSON.stringify({ type: "config", format: "f32", sample_rate: 16000, chunk_ms: Number($("chunk").value) }));
-  state.stream = await navigator.mediaDevices.getUserMedia({
-    audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
-  const source = state.ctx.createMediaStreamSource(state.stream);
   const limit = params.get("seconds") ? Number(params.get("seconds")) * 16000 : Infinity;
-  node.port.onmessage = (m) => {
+  const send = (frame) => {
     if (state.ended || ws.readyState !== WebSocket.OPEN) return;
-    let frame = m.data;
     if (state.sentSamples + frame.length > limit) frame = frame.subarray(0, Math.max(0, limit - state.sentSamples));
     if (frame.length) ws.send(frame.buffer.slice(frame.byteOffset, frame.byteOffset + frame.byteLength));
     state.sentSamples += frame.length;
     $("sent").textContent = (state.sentSamples / 16000).toFixed(1);
     if (state.sentSamples >= limit) stop();
   };
-  source.connect(node);
+  early.splice(0).forEach(send);
+  node.port.onmessage = (m) => send(m.data);
 }
 
 function stop() {
