@@ -94,12 +94,12 @@ class PocketsphinxAligner(Aligner):
         self.added: dict[str, str] = {}  # OOV word → how its pronunciation was found
         # utterances aligned by the strict / flexible grammar, and those with items said otherwise
         self.passes: Counter[str] = Counter()
-        for phone in PHONES:
-            self.decoder.add_word(_PHONE_WORD + phone.lower(), phone, True)
-        phones = [_PHONE_WORD + p.lower() for p in PHONES]
-        loop = [(a, 1, 1 / len(PHONES), w) for a in (0, 1) for w in phones]  # one or more phones, fillers between
+        phone_words = [_PHONE_WORD + phone.lower() for phone in PHONES]
+        for word, phone in zip(phone_words, PHONES):
+            self.decoder.add_word(word, phone, True)
+        # the transcript check's free decode: one or more phones, fillers between
+        loop = [(a, 1, 1 / len(PHONES), w) for a in (0, 1) for w in phone_words]
         self.decoder.add_fsg("phone_loop", self.decoder.create_fsg("phone_loop", 0, 1, loop))
-        self.last_fit_gap: float | None = None  # of the last utterance judged (benchmarks report it)
 
     @cached_property
     def version(self) -> str:
@@ -149,12 +149,13 @@ class PocketsphinxAligner(Aligner):
 
     def _check_fit(self, pcm: np.ndarray) -> None:
         """Reject the transcript when the forced path (just searched) trails a free phone loop by too much."""
+        if len(pcm) < MIN_FIT_S * 16_000:
+            return  # too short to judge: no second decode
         forced = self._path_score()
         if not self._decode(pcm, "phone_loop"):
             return  # no free path either (silence): the forced one stands
         gap = (self._path_score() - forced) / max(1, len(pcm) // 160)
-        self.last_fit_gap = gap
-        if len(pcm) >= MIN_FIT_S * 16_000 and gap > MAX_FIT_GAP:
+        if gap > MAX_FIT_GAP:
             raise AlignmentError("transcript_mismatch", f"the transcript's path trails a free phone loop by "
                                  f"{gap:.2e} per frame (at most {MAX_FIT_GAP:g}): the speech says something else")
 
