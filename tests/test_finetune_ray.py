@@ -97,25 +97,23 @@ def test_adapter_round_trips_through_mlflow_and_streams(fault_run, mlflow_server
 
 def test_flow_maps_chunk_sizes_and_reruns_from_cache(prefect_server, real_shards, ray_cluster, mlflow_server,
                                                       tmp_path):
+    """The flow maps one Ray Train run per variant (a fixed chunk size, and the random-chunk adapter of the CLI's
+    --random-chunk-ms with every utterance augmented in the Ray workers); a re-run hits the cache. Two variants, not
+    three: each Ray Train run costs about a minute of start-up on this machine, and the fixed 300 ms size is trained
+    by the killed-worker drill above."""
+    from configs.finetune import AugmentSettings
     from flows.finetune_causal import run_finetune_flow
 
     cfg = _config(real_shards, tmp_path, mlflow_server, max_steps=2, checkpoint_every=2, validation_limit=1,
-                  experiment="test-flow")
-    rows = run_finetune_flow(cfg, chunk_sizes=[200, 300])
-    assert [r["variant"] for r in rows] == ["200ms", "300ms"] and all(r["status"] == "ok" for r in rows)
-    assert rows[0]["run_id"] != rows[1]["run_id"]
-    names = {m.name for m in client(mlflow_server).search_registered_models()}
-    assert {"whisperline-causal-tiny.en-200ms", "whisperline-causal-tiny.en-300ms"} <= names
+                  experiment="test-flow", augment=AugmentSettings(p=1.0))
+    rows = run_finetune_flow(cfg, chunk_sizes=[200], random_chunk_ms=[100, 200])
+    assert [r["variant"] for r in rows] == ["200ms", "rcs"] and all(r["status"] == "ok" for r in rows)
+    assert rows[0]["run_id"] != rows[1]["run_id"] and rows[1]["chunk_ms"] == 200
+    assert "whisperline-causal-tiny.en-200ms" in {m.name for m in client(mlflow_server).search_registered_models()}
     n_runs = len(client(mlflow_server).search_runs([client(mlflow_server).get_experiment_by_name("test-flow")
                                                      .experiment_id]))
-    again = run_finetune_flow(cfg, chunk_sizes=[200, 300])  # cached: no new training, no new MLflow runs
+    again = run_finetune_flow(cfg, chunk_sizes=[200], random_chunk_ms=[100, 200])  # cached: no new training or runs
     assert [r["run_id"] for r in again] == [r["run_id"] for r in rows]
     assert len(client(mlflow_server).search_runs([client(mlflow_server).get_experiment_by_name("test-flow")
                                                    .experiment_id])) == n_runs
-    assert os.path.isdir(rows[1]["adapter_dir"])
-    # the random-chunk adapter alone (CLI --random-chunk-ms), with every utterance augmented in the Ray workers
-    from configs.finetune import AugmentSettings
-
-    rcs = run_finetune_flow(cfg.model_copy(update={"augment": AugmentSettings(p=1.0)}), chunk_sizes=[],
-                            random_chunk_ms=[100, 200])
-    assert [r["variant"] for r in rcs] == ["rcs"] and rcs[0]["status"] == "ok" and rcs[0]["chunk_ms"] == 200
+    assert all(os.path.isdir(r["adapter_dir"]) for r in rows)
