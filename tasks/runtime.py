@@ -179,9 +179,16 @@ def prefect_api() -> Iterator[str]:
     if configured:
         yield configured
         return
+    from prefect.context import refresh_global_settings_context
+
     with shared_server() as api_url:
         previous = os.environ.get("PREFECT_API_URL")
         os.environ["PREFECT_API_URL"] = api_url  # inherited by task-runner worker processes
+        # Threads do not inherit the settings context below: they read Prefect's global settings, made at import
+        # from the environment of then. The process pool's log/event forwarding thread otherwise found no API URL
+        # and started a temporary server of its own (issue 30: two builds under different PREFECT_HOMEs collided
+        # on its port); refreshed, every thread of this process reports to the shared server.
+        refresh_global_settings_context()
         try:
             with temporary_settings({PREFECT_API_URL: api_url}):
                 try:
@@ -193,6 +200,7 @@ def prefect_api() -> Iterator[str]:
                 os.environ.pop("PREFECT_API_URL", None)
             else:
                 os.environ["PREFECT_API_URL"] = previous
+            refresh_global_settings_context()
 
 
 def _broker_backlog() -> int:

@@ -195,3 +195,55 @@ def test_dead_clients_are_forgotten(tmp_path):
     (clients / "junk").touch()
     assert _live_clients(clients) == [os.getpid()]
     assert sorted(p.name for p in clients.iterdir()) == [f"{os.getpid()}.me", "junk"]
+
+
+def test_builds_under_two_prefect_homes_run_clean_and_their_pool_workers_report_home(tmp_path, realspeech):
+    """Issue 30: two `whisperline data build` processes at once, each with its own PREFECT_HOME and no
+    PREFECT_API_URL, each with a 2-process pool. Before, every pool worker started a temporary server of its own
+    (two builds collided on one port, "address already in use", and lost log batches). Now each build's workers
+    report to their home's one server: no temporary server, lock or port error in either output, and each home's
+    database holds its build's flow run with every batch task run (the ones that ran in the pool) COMPLETED."""
+    from conftest import copy_realspeech_subset
+
+    corpus = copy_realspeech_subset(tmp_path / "corpus", realspeech, {"ljspeech": 2, "cmu_arctic": 2})
+    homes = [tmp_path / f"home-{i}" for i in range(2)]
+    procs = []
+    for i, home in enumerate(homes):
+        home.mkdir()
+        config = tmp_path / f"build-{i}.yaml"
+        config.write_text("dataset: {align_batch_size: 1, shard_size: 2, split_by: utterance}\n")  # 4 batches
+        log = (tmp_path / f"build-{i}.log").open("w")
+        procs.append((subprocess.Popen([sys.executable, "-m", "flows.cli", "data", "build", str(corpus),
+                                        "--output-root", str(tmp_path / f"out-{i}"), "--name", "two-homes",
+                                        "--config", str(config), "--workers", "2"],
+                                       cwd=REPO, env=_env(home), stdout=log, stderr=subprocess.STDOUT), log))
+    try:
+        for proc, log in procs:
+            proc.wait(timeout=300)
+            log.close()
+    finally:
+        for proc, _ in procs:
+            proc.kill() if proc.poll() is None else None
+    summaries = []
+    for i, (proc, _) in enumerate(procs):
+        text = (tmp_path / f"build-{i}.log").read_text()
+        assert proc.returncode == 0, text[-4000:]
+        for bad in ("address already in use", "database is locked", "Error logging to API", "Starting temporary server",
+                    "Traceback"):
+            assert bad not in text, f"build {i}: {bad!r}\n{text[-4000:]}"
+        summaries.append(json.loads(text[text.rindex("\n{") + 1:]))
+    assert summaries[0]["version_id"] == summaries[1]["version_id"] and summaries[0]["counts"]["accepted"] == 4
+
+    for home in homes:
+        deadline = time.monotonic() + 60  # the home's server writes its queued events, then stops once idle
+        while (pid := _server_pid(home)) and _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        db = sqlite3.connect(home / "prefect.db")
+        try:
+            flows = db.execute("SELECT id, state_type FROM flow_run").fetchall()
+            assert [state for _, state in flows] == ["COMPLETED"], flows
+            batches = db.execute("SELECT state_type FROM task_run WHERE flow_run_id = ? AND name LIKE 'prepare-align-%'",
+                                 (flows[0][0],)).fetchall()
+            assert batches == [("COMPLETED",)] * 4, batches
+        finally:
+            db.close()
