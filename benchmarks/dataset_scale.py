@@ -205,6 +205,12 @@ def table(result: dict) -> str:
             lines += [f"- real clips with the next clip's transcript: {pairs['mismatched_pairs_accepted']} of "
                       f"{pairs['pairs']} wrong pairs accepted {pairs['accepted']}, rejects {json.dumps(pairs['rejects'])}",
                       ""]
+    kill = result.get("node_killed_mid_build")  # benchmarks/node_kill_build.py
+    if kill:
+        lines += [f"- a worker node killed mid-build ({kill['cluster']}; after {kill['parts_before_kill']} of "
+                  f"{kill['batches']} batch parts): version {kill['node_killed']['version_id']} against the "
+                  f"undisturbed {kill['undisturbed']['version_id']}, identical version id "
+                  f"{kill['identical_version_id']}, all {kill['files']} files identical {kill['identical_files']}", ""]
     return "\n".join(lines)
 
 
