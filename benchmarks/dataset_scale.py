@@ -11,6 +11,7 @@ Then the reject counts the issue asks for: `too_long` among the long-form record
 the 50 real-world transcripts and on every real utterance (benchmarks/transcript_rejects.py).
 
 Usage: python benchmarks/dataset_scale.py [--sizes 500,2000,5000] [--workers 2] [--s3-size 5000] [--workdir DIR]
+       python benchmarks/dataset_scale.py --rss-only --sizes 500,50000 --runners pool   (driver RSS growth only)
 """
 
 from __future__ import annotations
@@ -116,7 +117,8 @@ def run_one(spec: Path, output_root: str, runner: str, workers: int, env: dict) 
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(sizes: list[int], workers: int, s3_size: int | None, workdir: Path) -> dict:
+def measure(sizes: list[int], workers: int, s3_size: int | None, workdir: Path,
+            runners: tuple[str, ...] = ("pool", "ray")) -> dict:
     from tasks.runtime import prefect_api
 
     kinds = make_corpus(workdir, max(sizes))
@@ -125,7 +127,7 @@ def measure(sizes: list[int], workers: int, s3_size: int | None, workdir: Path) 
         env = {**os.environ, "PREFECT_API_URL": api_url}
         for n in sizes:
             spec, composition = manifest_for(workdir, kinds, n)
-            for runner in ("pool", "ray"):
+            for runner in runners:
                 result = run_one(spec, str(workdir / f"out-{runner}-{n}"), runner, workers, env)
                 builds.append(_row(n, runner, composition, result, workers))
                 print(json.dumps({k: v for k, v in builds[-1].items() if k != "shards"}), flush=True)
@@ -205,6 +207,10 @@ def table(result: dict) -> str:
             lines += [f"- real clips with the next clip's transcript: {pairs['mismatched_pairs_accepted']} of "
                       f"{pairs['pairs']} wrong pairs accepted {pairs['accepted']}, rejects {json.dumps(pairs['rejects'])}",
                       ""]
+    rss = result.get("driver_rss_mb")
+    if rss:
+        lines += [f"- driver peak RSS by corpus size (runner:inputs → MB): {json.dumps(rss['peak_mb'])}, growth "
+                  f"{json.dumps(rss['growth'])}", ""]
     kill = result.get("node_killed_mid_build")  # benchmarks/node_kill_build.py
     if kill:
         lines += [f"- a worker node killed mid-build ({kill['cluster']}; after {kill['parts_before_kill']} of "
@@ -225,6 +231,9 @@ def main() -> None:
     ap.add_argument("--s3-size", type=int, default=5000, help="0: no S3 build")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--skip-transcripts", action="store_true")
+    ap.add_argument("--runners", default="pool,ray")
+    ap.add_argument("--rss-only", action="store_true",
+                    help="re-measure only the driver's peak RSS at --sizes (with --runners) into `driver_rss_mb`")
     ap.add_argument("--transcripts-only", action="store_true",
                     help="re-measure only `transcripts` (aligner rejects) into the committed results")
     args = ap.parse_args()
@@ -240,6 +249,16 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="whisperline-scale-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    if args.rss_only:  # the driver's memory against the corpus size (issue 30: 500 → 50,000 inputs ≤ 1.5×)
+        result = json.loads((REPO / "benchmarks" / "results" / "dataset_scale.json").read_text())
+        runs = measure(sizes, args.workers, None, workdir, runners=tuple(args.runners.split(",")))["builds"]
+        rss = {f"{b['runner']}:{b['inputs']}": b["driver_peak_rss_mb"] for b in runs}
+        result["driver_rss_mb"] = {"peak_mb": rss, "builds": [{k: v for k, v in b.items() if k != "shards"}
+                                                               for b in runs],
+                                   "growth": {r: round(runs[-1]["driver_peak_rss_mb"] / runs[0]["driver_peak_rss_mb"], 3)
+                                              for r in {runs[0]["runner"]} if runs[-1]["runner"] == r}}
+        write_results("dataset_scale", result, table(result))
+        return
     result = measure(sizes, args.workers, args.s3_size or None, workdir)
     result["long_form"] = longform_rejects(workdir, result["builds"])
     if not args.skip_transcripts:
