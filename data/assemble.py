@@ -215,9 +215,10 @@ def remove_stale_tmp(name_dir: Path) -> list[Path]:
 def verify_version(version_dir: str | Path, *, deep: bool | None = None) -> dict | None:
     """dataset.json of a complete, untampered version, else None (then it is rebuilt).
 
-    ``deep`` (default: on local disks) re-hashes every file; on object storage the default checks that every
-    listed object exists with its size — objects are immutable once written, and re-reading a corpus-scale
-    dataset to decide whether to skip its build would cost more than the build."""
+    ``deep`` (default: on local disks) re-hashes every file; on object storage the default (the cheap check)
+    compares each listed object's size and, where the store keeps one (S3's full-object SHA-256, asked for at
+    every write), its checksum with the recorded sha256: re-reading a corpus-scale dataset to decide whether to
+    skip its build would cost more than the build."""
     version_dir = str(version_dir)
     deep = not fs.is_remote(version_dir) if deep is None else deep
     marker = fs.join(version_dir, "dataset.json")
@@ -229,7 +230,12 @@ def verify_version(version_dir: str | Path, *, deep: bool | None = None) -> dict
         listed += [(n, f["sha256"], f["bytes"]) for n, f in info["files"].items()]
         for name, digest, size in listed:
             path = fs.join(version_dir, name)
-            if (fs.sha256(path) != digest) if deep else (fs.size(path) != size):
+            if deep:
+                if fs.sha256(path) != digest:
+                    return None
+                continue
+            stored_size, stored_digest = fs.stored_sha256(path)
+            if stored_size != size or stored_digest not in (None, digest):
                 return None
     except (OSError, KeyError, ValueError, TypeError):
         return None

@@ -37,6 +37,14 @@ from fsspec.core import split_protocol
 
 BLOCK = 1 << 20  # 1 MiB
 _LOCAL_PROTOCOLS = (None, "file", "local")
+# Objects below s3fs's multipart threshold (2 × its 50 MiB chunk) go up in one PUT, which can ask S3 to keep a
+# full-object SHA-256 (`ChecksumAlgorithm`): the cheap version check compares it with the sha256 the marker records.
+# A multipart object's checksum is a checksum of part checksums, not comparable: those keep the size check.
+_ONE_PUT_BYTES = 100 << 20
+
+
+def _checksum_kw(path: str, nbytes: int) -> dict[str, str]:
+    return {"ChecksumAlgorithm": "SHA256"} if protocol(path) in ("s3", "s3a") and nbytes < _ONE_PUT_BYTES else {}
 
 
 def _str(path: str | os.PathLike) -> str:
@@ -151,7 +159,7 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     text = _str(path)
     if is_remote(text):
         fs, p = fs_and_path(text)
-        fs.pipe_file(p, bytes(data))
+        fs.pipe_file(p, bytes(data), **_checksum_kw(text, len(data)))
         return
     target = _local(text)
     folder = os.path.dirname(os.path.abspath(target))
@@ -180,7 +188,7 @@ def put_file(local: str | os.PathLike, path: str | os.PathLike) -> None:
     src, text = _local(_str(local)), _str(path)
     if is_remote(text):
         fs, p = fs_and_path(text)
-        fs.put_file(src, p)
+        fs.put_file(src, p, **_checksum_kw(text, os.path.getsize(src)))
         return
     target = _local(text)
     folder = os.path.dirname(os.path.abspath(target))
@@ -308,6 +316,27 @@ def sha256(path: str | os.PathLike) -> str:
         while block := fh.read(BLOCK):
             digest.update(block)
     return digest.hexdigest()
+
+
+def stored_sha256(path: str | os.PathLike) -> tuple[int, str | None]:
+    """(size, hex SHA-256 the store keeps for the object, or None where it keeps none) in one request: S3's
+    full-object checksum (written by `write_bytes` / `put_file`); a local file or another store: (size, None)."""
+    import base64
+    import binascii
+
+    text = _str(path)
+    if protocol(text) not in ("s3", "s3a"):
+        return size(text), None
+    fs, p = fs_and_path(text)
+    bucket, key, _ = fs.split_path(p)
+    head = fs.call_s3("head_object", Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+    value = head.get("ChecksumSHA256")
+    if not value or "-" in value or head.get("ChecksumType", "FULL_OBJECT") != "FULL_OBJECT":
+        return int(head["ContentLength"]), None
+    try:
+        return int(head["ContentLength"]), base64.b64decode(value).hex()
+    except (binascii.Error, ValueError):
+        return int(head["ContentLength"]), None
 
 
 def size(path: str | os.PathLike) -> int:

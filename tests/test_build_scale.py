@@ -90,6 +90,18 @@ def test_build_to_s3_equals_local_and_publishes_by_marker(prefect_server, s3_buc
     utts_local = read_utterances(local["version_dir"], ["train", "dev", "test"])
     assert [u.key for u in utts_s3] == [u.key for u in utts_local] and len(utts_s3) == local["counts"]["utterances"]
 
+    # the cheap check (no re-read): S3 keeps each object's SHA-256, equal to the one the marker records, so a
+    # same-size object with other bytes is caught without re-hashing (a size-only check passed it)
+    info = verify_version(remote["version_dir"])
+    shard = info["shards"][0]
+    path = fs.join(remote["version_dir"], shard["name"])
+    assert fs.stored_sha256(path) == (shard["bytes"], shard["sha256"])
+    original = fs.read_bytes(path)
+    fs.write_bytes(path, bytes(reversed(original)))
+    assert verify_version(remote["version_dir"]) is None
+    fs.write_bytes(path, original)
+    assert verify_version(remote["version_dir"]) is not None
+
     # no marker, no version: withdraw it and the next build republishes it, reusing the work store
     fs.rm(fs.join(remote["version_dir"], "dataset.json"))
     assert verify_version(remote["version_dir"]) is None
