@@ -211,6 +211,12 @@ def table(result: dict) -> str:
     if rss:
         lines += [f"- driver peak RSS by corpus size (runner:inputs → MB): {json.dumps(rss['peak_mb'])}, growth "
                   f"{json.dumps(rss['growth'])}", ""]
+    pub = result.get("concurrent_publishers")
+    if pub:
+        lines += [f"- two publishers of one version, interleaved at every step ({pub['store']}): "
+                  f"{pub['interleaved_steps']} steps, valid from step {pub['first_valid_at_step']}, invalid after "
+                  f"that: {pub['invalid_after_published']}; ends valid and identical to a single build: "
+                  f"{pub['ends_valid'] and pub['identical_to_single_build']}", ""]
     kill = result.get("node_killed_mid_build")  # benchmarks/node_kill_build.py
     if kill:
         lines += [f"- a worker node killed mid-build ({kill['cluster']}; after {kill['parts_before_kill']} of "
@@ -232,6 +238,8 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--skip-transcripts", action="store_true")
     ap.add_argument("--runners", default="pool,ray")
+    ap.add_argument("--publishers-only", action="store_true",
+                    help="re-run only the concurrent-publishers drill into `concurrent_publishers`")
     ap.add_argument("--rss-only", action="store_true",
                     help="re-measure only the driver's peak RSS at --sizes (with --runners) into `driver_rss_mb`")
     ap.add_argument("--transcripts-only", action="store_true",
@@ -249,6 +257,18 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="whisperline-scale-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    if args.publishers_only:  # the lock-step two-builder drill of tests/test_build_scale.py, its record merged
+        report = workdir / "drills.jsonl"
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "tests/test_build_scale.py::test_two_builders_of_one_version_never_unpublish_it"],
+                              cwd=REPO, env={**os.environ, "WHISPERLINE_DRILL_REPORT": str(report)})
+        records = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+        if proc.returncode != 0 or not records:
+            raise SystemExit(f"the concurrent-publishers drill failed (rc {proc.returncode})")
+        result = json.loads((REPO / "benchmarks" / "results" / "dataset_scale.json").read_text())
+        result["concurrent_publishers"] = {k: v for k, v in records[-1].items() if k != "drill"}
+        write_results("dataset_scale", result, table(result))
+        return
     if args.rss_only:  # the driver's memory against the corpus size (issue 30: 500 → 50,000 inputs ≤ 1.5×)
         result = json.loads((REPO / "benchmarks" / "results" / "dataset_scale.json").read_text())
         runs = measure(sizes, args.workers, None, workdir, runners=tuple(args.runners.split(",")))["builds"]

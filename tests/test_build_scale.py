@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from configs.dataset import DatasetConfig
-from conftest import REPO, copy_realspeech_subset
+from conftest import REPO, copy_realspeech_subset, record_drill
 
 
 def _cfg(**kw) -> DatasetConfig:
@@ -199,6 +199,11 @@ def test_two_builders_of_one_version_never_unpublish_it(prefect_server, s3_bucke
     assert final is not None and [s["sha256"] for s in final["shards"]] == first["shards"]
     assert fs.read_bytes(f"{target}/dataset.json") == fs.read_bytes(f"{first['version_dir']}/dataset.json")
     assert not [p for p in fs.listdir(f"{s3_bucket}/race/scale") if ".tmp-" in p]
+    first_valid = next(i for i, (_, _, valid) in enumerate(state["log"]) if valid)
+    record_drill("concurrent_publishers", store="s3 (moto server on 127.0.0.1)", builders=2,
+                 interleaved_steps=len(state["log"]), first_valid_at_step=first_valid + 1,
+                 invalid_after_published=sum(not v for _, _, v in state["log"][first_valid:]),
+                 third_builder_steps_all_valid=len(seen), ends_valid=True, identical_to_single_build=True)
 
 
 @pytest.mark.slow
