@@ -144,6 +144,14 @@ def measure(sizes: list[int], workers: int, s3_size: int | None, workdir: Path,
     return {"builds": builds, "identical": _identical(builds)}
 
 
+def rss_growth(builds: list[dict]) -> dict[str, float]:
+    """Per runner: the driver's peak RSS at its largest corpus over that at its smallest (builds in size order)."""
+    by_runner: dict[str, list[float]] = {}
+    for b in builds:
+        by_runner.setdefault(b["runner"], []).append(b["driver_peak_rss_mb"])
+    return {r: round(mb[-1] / mb[0], 3) for r, mb in by_runner.items()}
+
+
 def _make_bucket(env: dict, name: str) -> None:
     import boto3
 
@@ -275,8 +283,7 @@ def main() -> None:
         rss = {f"{b['runner']}:{b['inputs']}": b["driver_peak_rss_mb"] for b in runs}
         result["driver_rss_mb"] = {"peak_mb": rss, "builds": [{k: v for k, v in b.items() if k != "shards"}
                                                                for b in runs],
-                                   "growth": {r: round(runs[-1]["driver_peak_rss_mb"] / runs[0]["driver_peak_rss_mb"], 3)
-                                              for r in {runs[0]["runner"]} if runs[-1]["runner"] == r}}
+                                   "growth": rss_growth(runs)}
         write_results("dataset_scale", result, table(result))
         return
     result = measure(sizes, args.workers, args.s3_size or None, workdir)
