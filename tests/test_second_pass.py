@@ -42,6 +42,31 @@ def test_an_echo_of_the_final_words_is_cut():
     assert echo_length([1, 2, 3], [2, 3, 9]) == 2 and echo_length([1, 2], [3, 4]) == 0 and echo_length([], [1]) == 0
 
 
+def test_spoken_repeats_are_kept_and_a_loop_past_the_audio_is_cut(tiny, realspeech: Path):
+    """A word said ten times is ten words, not a loop: the verifier keeps repeats its audio holds (cutting at the
+    third copy, as before, kept two) and stops a repeating tail once it piles up at the audio's end."""
+    from streaming.second_pass import PILE_UP_WORDS, Verifier
+
+    u = load_realspeech(realspeech, ("ljspeech",), limit={"ljspeech": 1})[0]
+    first = u.words[0]  # "printing", then a pause
+    word = u.audio[: (first[2] + 100) * 16].astype(np.float32)
+    audio = np.concatenate([np.concatenate([word, np.zeros(4000, dtype=np.float32)]) for _ in range(10)])
+    verifier = Verifier(tiny, None, "pad30")
+    said = [norm_word(w) for w in verifier(audio, [], last=True).words]
+    assert 8 <= len(said) <= 12 and set(said) == {norm_word(first[0])}, said
+    # thirty copies for the ten spoken: the attention spreads some of the surplus over the spoken copies, the rest
+    # piles up at the end and is cut there
+    tokens = verifier.tokenizer.encode(" " + first[0])
+    held = verifier._held([], tokens * 30)
+    assert held is not None and len(said) - PILE_UP_WORDS <= held // len(tokens) < 30
+    # with three copies final, a pass over three copies that says one more is an echo; over four, a word
+    copy = len(audio) // 10
+    mid_stream = Verifier(tiny, None, "zeros_5s")
+    assert mid_stream(audio[: 3 * copy], tokens * 3).words == []
+    fourth = [norm_word(w) for w in mid_stream(audio[: 4 * copy], tokens * 3).words]  # echo_length alone: []
+    assert fourth and set(fourth) == {norm_word(first[0])}, fourth
+
+
 def test_two_pass_finals_are_monotone_early_and_as_good_as_offline(tiny, utterances):
     from training.hush_word.frontend import load_hush_word
     from streaming.baselines.offline import OfflineWhisper
