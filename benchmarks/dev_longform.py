@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--out", help="write the raw result here (json)")
     parser.add_argument("--merge", help="an earlier raw result to merge with (its rows keep their names)")
     parser.add_argument("--name", help="write the merged report to benchmarks/results/selection/<name>.*")
+    parser.add_argument("--limit", type=int, help="only the first N streams (a quick check of the script)")
     args = parser.parse_args()
 
     from benchmarks.longform import dev_streams
@@ -37,6 +38,10 @@ def main() -> None:
     from evaluation.systems import SystemSpec
 
     units, test_set = dev_streams(json.loads(Path(args.state).read_text()))
+    if args.limit:
+        units = units[: args.limit]
+        test_set = {**test_set, "n_utterances": len(units), "n_words": sum(len(u.words) for u in units),
+                    "seconds": round(sum(len(u.audio) for u in units) / 16_000, 1)}
     spec = json.loads(Path(args.spec).read_text())
     specs = [SystemSpec(**{**spec, "name": f"{spec['name']} [{args.label}]"})]
     if args.offline:
