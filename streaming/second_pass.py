@@ -26,7 +26,7 @@ copies in a row): it may be a loop, and waiting costs only latency. The last pas
 keeps decoding and asks the audio: Whisper's cross-attention ends spoken repeats one after another, while a loop's
 surplus piles up at the audio's end and is cut there (``Verifier._held``). Likewise words that copy the final
 tail are an echo only where they end where the final words end (``Verifier._echo``). On the dev split's spoken-digit
-streams this took the final WER from 88-93 % to 13-22 % (``benchmarks/results/selection/dev_repeats.md``).
+streams this took the final WER from 93-98 % to 13-45 % (``benchmarks/results/selection/dev_repeats.md``).
 
 ``window_ms`` bounds what a pass costs: once the verifier's audio is longer than that, the audio of the words
 already final is cut off (at the quietest point near the last final word's end, which the verifier's own
@@ -163,10 +163,9 @@ class Verifier:
         cut = echo_length(context, new)
         if not cut:
             return 0
-        done, groups = word_tokens(self.tokenizer, final_tokens), word_tokens(self.tokenizer, new)
-        ends = self.word_ends(done + groups)
-        previous, echoed = (ends[len(done) - 1] if done else 0.0), 0
-        for group, end in zip(groups, ends[len(done):]):
+        groups, ends, previous = self._new_word_ends(final_tokens, new)
+        echoed = 0
+        for group, end in zip(groups, ends):
             if echoed + len(group) > cut or end - previous >= ECHO_ADVANCE_S:
                 break
             echoed, previous = echoed + len(group), end
@@ -181,13 +180,18 @@ class Verifier:
         first word of the pile is kept (the audio may end inside it). Asked in the last pass only: asked in the
         mid-stream passes too (5 s of zeros after the audio, where Whisper spreads invented copies over the
         spoken ones), a dev stream of 60 digits came out as 99 words."""
-        done = word_tokens(self.tokenizer, final_tokens)
-        groups = word_tokens(self.tokenizer, new)
-        ends = self.word_ends(done + groups)[len(done):]
+        groups, ends, _ = self._new_word_ends(final_tokens, new)
         pile = next((k for k in range(len(ends), 0, -1) if ends[-1] - ends[-k] <= PILE_UP_S), 1)
         if pile < PILE_UP_WORDS:
             return None
         return sum(len(g) for g in groups[: len(groups) - pile + 1])
+
+    def _new_word_ends(self, final_tokens: list[int], new: list[int]) -> tuple[list[list[int]], list[float], float]:
+        """The words of ``new`` (token groups), where each ends in the last pass's audio, and where the last final
+        word ends (0 without one): aligned after the final words, as they were decoded."""
+        done, groups = word_tokens(self.tokenizer, final_tokens), word_tokens(self.tokenizer, new)
+        ends = self.word_ends(done + groups)
+        return groups, ends[len(done):], ends[len(done) - 1] if done else 0.0
 
     def word_ends(self, words: list[list[int]]) -> list[float]:
         """Where each word (token groups) ends in the audio of the last pass, in seconds."""

@@ -30,13 +30,17 @@ NEEDS = {
 }
 
 
-def own_path(name: str) -> bool:
-    """Whether ``name`` only sets ATen's capability to the one this machine picks by itself: the suite's own run of
-    the selected tests is that path already."""
+def skip_reason(name: str) -> str | None:
+    """Why ``name`` is not run here, or None: a path whose CPU flags this CPU lacks cannot be emulated, and a path
+    that only sets ATen's capability to the one this machine picks by itself is the suite's own run already."""
     import torch
 
-    return set(PATHS[name]) == {"ATEN_CPU_CAPABILITY"} and (
-        PATHS[name]["ATEN_CPU_CAPABILITY"] == torch.backends.cpu.get_cpu_capability().lower())
+    if missing := NEEDS.get(name, set()) - cpu_flags():
+        return f"this CPU lacks {sorted(missing)}: the {name} kernels cannot run here"
+    if set(PATHS[name]) == {"ATEN_CPU_CAPABILITY"} and (
+            PATHS[name]["ATEN_CPU_CAPABILITY"] == torch.backends.cpu.get_cpu_capability().lower()):
+        return f"{name} is this machine's own kernel path: the suite's run of these tests covers it"
+    return None
 
 
 def cpu_flags() -> set[str]:
@@ -61,16 +65,16 @@ SELECTED = [
 
 @pytest.fixture(scope="module")
 def path_runs(realspeech, tmp_path_factory) -> dict[str, tuple[int, str, str]]:
-    """Every path this CPU can emulate, run at once: each is a fresh interpreter, mostly loading and waiting, so
+    """Every path this CPU can emulate but its own, run at once: each is a fresh interpreter, mostly loading and waiting, so
     started together they take about half the wall time of one after another on two cores.
     {name: (return code, output, the ATen capability it ran with)}."""
     out = tmp_path_factory.mktemp("kernel-paths")
     running = {}
     for name in sorted(PATHS):
-        if NEEDS.get(name, set()) - cpu_flags() or own_path(name):
+        if skip_reason(name):
             continue
         env = {**os.environ, **PATHS[name], "WHISPERLINE_REALSPEECH": str(realspeech)}
-        log = open(out / f"{name}.log", "w+")  # a file, not a pipe: five children cannot fill a pipe and stall
+        log = open(out / f"{name}.log", "w+")  # a file, not a pipe: children cannot fill a pipe and stall
         running[name] = (subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o",
                                            "addopts=", *SELECTED], cwd=REPO, env=env, stdout=log,
                                           stderr=subprocess.STDOUT, text=True), log, env)
@@ -88,11 +92,8 @@ def path_runs(realspeech, tmp_path_factory) -> dict[str, tuple[int, str, str]]:
 
 @pytest.mark.parametrize("name", sorted(PATHS))
 def test_numerical_tests_pass_under_kernel_path(name, path_runs):
-    missing = NEEDS.get(name, set()) - cpu_flags()
-    if missing:
-        pytest.skip(f"this CPU lacks {sorted(missing)}: the {name} kernels cannot run here")
-    if own_path(name):
-        pytest.skip(f"{name} is this machine's own kernel path: the suite's run of these tests covers it")
+    if reason := skip_reason(name):
+        pytest.skip(reason)
     code, output, capability = path_runs[name]
     assert code == 0, f"{name} (ATen capability {capability}):\n{output[-6000:]}"
     assert " passed" in output and "skipped" not in output
