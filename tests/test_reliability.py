@@ -162,13 +162,16 @@ def test_training_survives_a_dead_tracking_server_then_a_killed_pipeline(tmp_pat
         c = client(url)
 
         # 1. the tracking server goes away mid-training
+        # its log goes to a file: minutes of Prefect logging would fill a pipe nobody reads until it exits
         first = subprocess.Popen([*cmd, "--summary-json", str(tmp_path / "first.json")], cwd=REPO, env=env,
-                                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                 start_new_session=True, stdout=subprocess.DEVNULL,
+                                 stderr=open(tmp_path / "first.log", "wb"))
         run_id, down_at = _wait_for_step(c, "drill-causal", every + 1, first)
         stop_process(server)
         t0 = time.perf_counter()
-        _, err = first.communicate(timeout=600)
+        first.wait(timeout=600)
         fail_s = time.perf_counter() - t0
+        err = (tmp_path / "first.log").read_text(errors="replace")
         assert first.returncode != 0
         assert "could not log step" in err and "re-run once the tracking server is back" in err, err[-4000:]
         url, server = start_mlflow_server(tmp_path / "mlflow", backend_uri=postgres_uri, port=port)
