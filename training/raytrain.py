@@ -48,6 +48,13 @@ def run_key(config_hash: str, datasets: Sequence[str], validation_datasets: Sequ
     return hashlib.sha256(f"{config_hash}|{','.join(train)}|{','.join(val)}|{code}".encode()).hexdigest()
 
 
+# Ray Train V2's controller takes a worker's `ray.train.report` (every logged step: it is a barrier) only when it
+# next polls the workers, every 2 s by default. Measured on this machine, 10 reports of a trivial loop took 18.2 s
+# at 2 s and 1.9 s at 0.2 s; a smoke fine-tune spent more time waiting on reports than training. A value the user
+# set wins; the driver's value travels to the controller and the workers (Ray's ENV_VARS_TO_PROPAGATE).
+REPORT_POLL_ENV, REPORT_POLL_S = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2"
+
+
 # What shapes a trained adapter, hush word or policy (and its logged validation numbers): the training and
 # streaming code, the configs and the data readers.
 TRAINING_CODE = ("training", "configs", "data")
@@ -60,6 +67,7 @@ def fit(train_loop: Callable[[dict], None], loop_config: dict[str, Any], *, name
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
+    os.environ.setdefault(REPORT_POLL_ENV, REPORT_POLL_S)
     trainer = TorchTrainer(
         train_loop,
         train_loop_config=loop_config,
