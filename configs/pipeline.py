@@ -60,6 +60,11 @@ class PipelineConfig(BaseModel):
     # both passes' compute, chosen for serving on continuous dev speech at one torch thread (the served replica's;
     # benchmarks/results/selection/dev_serving.*): the causal pass's decoder cache reused and Linear layers in
     # bfloat16 took RTF 0.59 -> 0.41 (-0.17 [-0.22, -0.12]) at a WER not separable (-0.2 points [-0.3, 0.0])
+    # what two-pass candidates show past their finals (streaming.second_pass.PARTIALS). On the real dev split, the
+    # verifier's open words but the last (benchmarks/results/selection/dev_partials*): partial rewrite rate 82.0 % ->
+    # 21.1 % (-60.9 points [-68.2, -53.5]), median first kept display 515 -> 373 ms; the finals are the same words
+    two_pass_partials: Literal["causal", "committed", "agreed", "verifier", "verifier-only",
+                               "verifier-held"] = "verifier-held"
     two_pass_cache_policy: Literal["exact", "reuse"] | None = "reuse"
     two_pass_precision: Literal["bf16-all", "bf16-encoder", "int8-encoder", "int8-all"] | None = "bf16-all"
     # the mid-stream verifier's padding of the two-pass candidates, each registered and left to the dev gate: the

@@ -32,7 +32,8 @@ from streaming.evaluate import evaluate_records, per_utterance, stream_all
 ROW_KEYS = ("wer", "rwer", "arwer", "laal_ms", "al_ms", "word_latency_ms_median", "word_latency_ms_p90",
             "first_word_latency_ms_median", "word_latency_lower_bound_ms_median", "step_ms_median", "step_ms_p90",
             "rtf", "end_lag_ms_median", "end_lag_ms_max", "words_matched", "late_step_share",
-            "step_ms_p90_first_minute", "step_ms_p90_last_minute", "partial_rewrite_rate", "partial_words_shown")
+            "step_ms_p90_first_minute", "step_ms_p90_last_minute", "partial_rewrite_rate", "partial_words_shown",
+            "display_latency_ms_median", "display_latency_ms_p90")
 # what depends only on the transcript (identical in every repeat of a deterministic system); the rest depends on the
 # clock, so a row reports the median of its repeats (these machines are shared and noisy)
 TRANSCRIPT_KEYS = frozenset({"wer", "rwer", "arwer", "words_matched", "word_latency_lower_bound_ms_median"})

@@ -41,6 +41,9 @@ class SystemSpec:
     self_agreement: bool | None = None
     # two-pass: past this much audio, the verifier's window drops the audio of final words (their text: its prompt)
     window_ms: int | None = None
+    # two-pass: the partial words shown past the finals (one of streaming.second_pass.PARTIALS;
+    # None: "causal"); the finals are the same whichever is shown
+    partials: str | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
     def as_dict(self) -> dict[str, Any]:
@@ -147,7 +150,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
         verifier = Verifier(models.get(spec.model, None, precision=spec.precision), hush, spec.verifier or "hush",
                             final_condition=spec.final_verifier)
         return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300,
-                                self_agreement=bool(spec.self_agreement), window_ms=spec.window_ms), "ours"
+                                self_agreement=bool(spec.self_agreement), window_ms=spec.window_ms,
+                                partials=spec.partials or "causal"), "ours"
     if spec.kind == "causal":
         from configs.finetune import default_tau0_ms
         from streaming.engine import CausalStreamingEngine

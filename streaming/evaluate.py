@@ -17,6 +17,10 @@ commits it finishes.
 - Partial rewrite rate: of the partial words put on screen (a tentative word shown at a position where the previous
   step showed another word or none), the share the final transcript does not keep (not in a block of words the
   display and the final text share, compared case- and punctuation-blind): what a reader saw change.
+- Display latency: for each word of the final transcript, the queue-clock time from which the screen showed it at
+  its place, unchanged to the end (the first display a reader could keep: a partial that later turned out right
+  counts from when it appeared, a word shown only once final counts from then), minus the reference word's end.
+  Beside word latency (finals) it says what the partials buy.
 - Compute: per-step wall time (median / p90 over the feed steps), RTF = total compute / audio, and the end lag:
   how far behind real time each stream finishes (finish of its last step − audio end).
 """
@@ -71,6 +75,36 @@ def partial_rewrites(record: StreamRecord) -> tuple[int, int]:
     return shown, rewritten
 
 
+def display_times(record: StreamRecord) -> list[float | None]:
+    """For each word of the final transcript, the finish (queue clock) of the step from which the screen showed
+    it at its place without a change to the end (module docstring). Committed words never change, so each step
+    looks only at the words past the previous step's committed ones."""
+    if not record.steps:
+        return []
+    final = [norm_word(w) for w in record.steps[-1].hypothesis.words]
+    since: list[float | None] = [None] * len(final)
+    done = shown = 0  # positions [0, done) committed (their time is kept); positions [0, shown) shown last step
+    for step, q in zip(record.steps, record.queue, strict=True):
+        words = step.hypothesis.words
+        for i in range(done, min(max(len(words), shown), len(final))):
+            if i < len(words) and norm_word(words[i]) == final[i]:
+                if since[i] is None:
+                    since[i] = q.finish_ms
+            else:
+                since[i] = None
+        done, shown = min(len(step.hypothesis.committed), len(final)), len(words)
+    return since
+
+
+def _display_latencies(record: StreamRecord, utt: Utterance) -> list[WordLatency]:
+    """The matched reference words of one utterance and the latency of their first kept display."""
+    if not record.steps:
+        return []
+    shown = [(w, t) for w, t in zip(record.steps[-1].hypothesis.words, display_times(record), strict=True)
+             if t is not None]
+    return word_emission_latencies(shown, [(w, e) for w, _, e in utt.words])
+
+
 def _word_latencies(record: StreamRecord, utt: Utterance, *, clock: bool = True) -> list[WordLatency]:
     """The matched reference words of one utterance and their latency: on the queue clock (emission = finish of the
     committing step) or, ``clock=False``, the computation-unaware bound (emission = audio consumed)."""
@@ -90,6 +124,7 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
     latencies = []
     word_lat: list[float] = []  # queue clock
     bound_lat: list[float] = []  # computation-unaware (audio consumed)
+    display_lat: list[float] = []  # first kept display, queue clock
     first_lat: list[float] = []  # first matched reference word of each utterance, queue clock
     for record, utt in zip(records, utterances, strict=True):
         finals = record.final_words()
@@ -101,6 +136,7 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
         if on_clock:
             first_lat.append(on_clock[0].latency_ms)  # sorted by reference index
         bound_lat += [w.latency_ms for w in _word_latencies(record, utt, clock=False)]
+        display_lat += [w.latency_ms for w in _display_latencies(record, utt)]
     feed_ms = [s.compute_ms for r in records for s in r.steps if not s.final]
     # the steps of each stream's first and last minute of audio: on a long stream, whether a step's cost grows
     # with the stream (for clips under a minute both are every step)
@@ -117,6 +153,7 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
     step = latency_summary(feed_ms)
     words = latency_summary(word_lat)
     bound = latency_summary(bound_lat)
+    display = latency_summary(display_lat)
     return {
         "utterances": len(records),
         "audio_s": round(audio_s, 2),
@@ -130,6 +167,8 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
         "first_word_latency_ms_median": _r(latency_summary(first_lat)["median"], 1),
         "partial_rewrite_rate": round(rewritten / shown, 4) if shown else float("nan"),
         "partial_words_shown": shown,
+        "display_latency_ms_median": _r(display["median"], 1),
+        "display_latency_ms_p90": _r(display["p90"], 1),
         "word_latency_lower_bound_ms_median": _r(bound["median"], 1),
         "word_latency_lower_bound_ms_p90": _r(bound["p90"], 1),
         "words_matched": len(word_lat),
@@ -163,6 +202,7 @@ def per_utterance(records: Sequence[StreamRecord], utterances: Sequence[Utteranc
              "errors": c.errors, "hyp": record.text,
              **dict(zip(("partials_shown", "partials_rewritten"), partial_rewrites(record), strict=True)),
              "word_latency_ms": [w.latency_ms for w in _word_latencies(record, utt)],
+             "display_latency_ms": [w.latency_ms for w in _display_latencies(record, utt)],
              "compute_ms": sum(record.compute_ms), "audio_ms": record.audio_ms}
             for record, utt, c in zip(records, utterances, counts, strict=True)]
 

@@ -33,8 +33,19 @@ already final is cut off (at the quietest point near the last final word's end, 
 cross-attention gives: ``streaming.word_times``) and their text becomes the verifier's prompt (Whisper's
 ``<|startofprev|>`` context), so a pass encodes the words still open and a few seconds before them, however long
 the segment has run. None: every pass re-encodes the whole segment (bounded by ``streaming.segmented`` alone).
-Partial words (``Hypothesis.tentative``) are the causal hypothesis past the final words; final words are
-``Hypothesis.committed`` (never revised), and their latency is what the evaluation reports as word latency.
+Final words are ``Hypothesis.committed`` (never revised), and their latency is what the evaluation reports as word
+latency. Partial words (``Hypothesis.tentative``) are what ``partials`` shows past them (``PARTIALS``); the finals
+are the same whichever is shown:
+
+- ``causal``: every causal word past the final words;
+- ``committed``: the causal words its stability rule has committed (the causal engine will not change them; the
+  verifier still may);
+- ``agreed``: the causal words this step's and the previous step's causal hypotheses agree on (LocalAgreement-2 on
+  what is shown: a word cut mid-way by the chunk boundary waits one chunk);
+- ``verifier``: the last verifier pass's words that are not final yet (offline quality, up to ``every_ms`` old),
+  then the agreed causal words past them;
+- ``verifier-only``: the last verifier pass's words that are not final yet, nothing of the causal engine's;
+- ``verifier-held``: the same but its last word, which the audio's edge may cut inside (as ``hold_last`` for finals).
 """
 
 from __future__ import annotations
@@ -58,6 +69,8 @@ KEEP_S = 1.5  # the final words' audio a trimmed window keeps before the open wo
 # LOOP_CHECK_TOKENS tokens while the repeats advance
 PILE_UP_WORDS, PILE_UP_S, LOOP_CHECK_TOKENS = 3, 0.06, 16
 ECHO_ADVANCE_S = 0.1  # a word copying the final tail is spoken when it ends this much after it (Verifier._echo)
+# what is shown past the final words (module docstring)
+PARTIALS = ("causal", "committed", "agreed", "verifier", "verifier-only", "verifier-held")
 
 
 def agreed(a: list[str], b: list[str]) -> int:
@@ -208,7 +221,10 @@ class TwoPassStreaming:
     """A `StreamingRecognizer`: the causal engine's partials, the verifier's finals (see the module docstring)."""
 
     def __init__(self, engine, verifier: Verifier, every_ms: int = 600, self_agreement: bool = False,
-                 hold_last: bool = True, window_ms: int | None = None) -> None:
+                 hold_last: bool = True, window_ms: int | None = None, partials: str = "causal") -> None:
+        if partials not in PARTIALS:
+            raise ValueError(f"partials must be one of {PARTIALS}, got {partials!r}")
+        self.partials = partials
         if every_ms <= 0:
             raise ValueError(f"every_ms must be > 0, got {every_ms}")
         if window_ms is not None and window_ms < 1000:
@@ -238,6 +254,7 @@ class TwoPassStreaming:
         self.final_tokens: list[int] = []
         self._previous: _Words | None = None
         self._verified_tail: list[str] | None = None  # the causal tail the last pass saw
+        self._causal_before: tuple[str, ...] = ()  # the causal words of the previous step (``agreed``)
         self.passes = 0
 
     def _verify(self, causal_tail: list[list[str]], final: bool) -> None:
@@ -310,7 +327,8 @@ class TwoPassStreaming:
         return [causal_words[j:] for j in (k, k - 1, k + 1) if 0 <= j <= len(causal_words)]
 
     def feed(self, samples: np.ndarray) -> Hypothesis:
-        causal = list(self.engine.feed(samples).words)
+        hyp = self.engine.feed(samples)
+        causal = list(hyp.words)
         self._audio.append(np.asarray(samples, dtype=np.float32))
         self._samples += len(samples)
         tails = self._tails(causal)
@@ -318,7 +336,33 @@ class TwoPassStreaming:
         if due and self._worth_a_pass(tails[0]):
             self._verify(tails, final=False)
             tails = self._tails(causal)  # past the new final words
-        return Hypothesis(tuple(self.final_words), tuple(tails[0]))
+        shown = self._shown(hyp, tails[0])
+        self._causal_before = hyp.words
+        return Hypothesis(tuple(self.final_words), shown)
+
+    def _shown(self, causal: Hypothesis, tail: list[str]) -> tuple[str, ...]:
+        """The partial words past the final ones, by ``self.partials`` (module docstring)."""
+        if self.partials == "causal":
+            return tuple(tail)
+        start = len(causal.words) - len(tail)  # where the tail starts among the causal words
+        if self.partials == "committed":
+            return causal.words[start:len(causal.committed)]
+        stable = list(causal.words[start:max(start, agreed(list(self._causal_before), list(causal.words)))])
+        if self.partials == "agreed":
+            return tuple(stable)
+        heard = self._previous.words if self._previous else []
+        if self.partials == "verifier-only":
+            return tuple(heard)
+        if self.partials == "verifier-held":
+            return tuple(heard[:-1])
+        if not heard:
+            return tuple(stable)
+        # the causal words past the last one the verifier's open words also hold (none matched: past as many)
+        blocks = [m for m in difflib.SequenceMatcher(a=[norm_word(w) for w in heard],
+                                                     b=[norm_word(w) for w in stable],
+                                                     autojunk=False).get_matching_blocks() if m.size]
+        past = blocks[-1].b + blocks[-1].size if blocks else len(heard)
+        return tuple(heard) + tuple(stable[past:])
 
     def _worth_a_pass(self, tail: list[str]) -> bool:
         """Whether a pass now can finalise anything: with ``hold_last`` a word needs a causal word after it, and
@@ -334,4 +378,4 @@ class TwoPassStreaming:
         return Hypothesis(tuple(self.final_words))
 
 
-__all__ = ["TwoPassStreaming", "Verifier", "agreed", "echo_length", "norm_word"]
+__all__ = ["PARTIALS", "TwoPassStreaming", "Verifier", "agreed", "echo_length", "norm_word"]

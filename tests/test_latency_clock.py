@@ -322,3 +322,19 @@ def test_partial_rewrite_rate_counts_partials_the_final_text_does_not_keep():
     m = evaluate_records([record, shifted], [Utterance("u1", np.zeros(1), "the cap sat", ()),
                                              Utterance("u2", np.zeros(1), "the dog barked", ())])
     assert m["partial_words_shown"] == 6 and m["partial_rewrite_rate"] == round(1 / 6, 4)
+
+
+def test_display_time_is_the_first_display_that_stays():
+    from streaming.evaluate import display_times
+
+    # steps finish at 301, 601, 901, 1201 ms (300 ms chunks, 1 ms compute each)
+    record = _record(Hypothesis((), ("the", "cat")), Hypothesis(("the",), ("cap", "sat")),
+                     Hypothesis(("the",), ("cap", "sat")), Hypothesis(("The", "cap,", "sat")))
+    assert display_times(record) == [301.0, 601.0, 601.0]  # "cat" was not "cap": "cap" counts from its own step
+    # a word taken off the screen and shown again counts from its return
+    gone = _record(Hypothesis((), ("a", "b")), Hypothesis((), ("a",)), Hypothesis(("a", "b")))
+    assert display_times(gone) == [301.0, 901.0]
+    m = evaluate_records([record], [Utterance("u1", np.zeros(1), "the cap sat", (("the", 0, 200), ("cap", 200, 500),
+                                                                                   ("sat", 500, 700)))])
+    assert m["display_latency_ms_median"] == 101.0  # 301 - 200, 601 - 500, 601 - 700
+    assert m["word_latency_ms_median"] == 701.0  # the finals, all at the last step: 1201 - 200, - 500, - 700

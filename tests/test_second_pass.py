@@ -157,3 +157,47 @@ def test_final_words_outnumbering_the_causal_ones_leave_an_empty_tail():
     assert system.feed(chunk).committed == ("one", "two", "three")
     # the causal engine took words back (its stability rule): nothing past the finals, no pass worth running
     assert system.feed(chunk) == Hypothesis(("one", "two", "three"), ())
+
+
+class _ScriptedCausal(_Scripted):
+    """A causal engine answering scripted hypotheses (committed and tentative words)."""
+
+    def feed(self, samples):
+        return self.answers.pop(0)
+
+
+def test_partials_show_what_each_policy_trusts():
+    from streaming.second_pass import PARTIALS
+
+    chunk = np.zeros(4800, dtype=np.float32)
+    script = [Hypothesis(("the",), ("cat",)), Hypothesis(("the",), ("cap", "sat")),
+              Hypothesis(("the", "cap"), ("sat", "on"))]
+    shown = {}
+    for partials in PARTIALS:  # no verifier pass (every 10 s): no finals, only the partials differ
+        system = TwoPassStreaming(_ScriptedCausal(list(script)), _Scripted([]), every_ms=10_000, partials=partials)
+        shown[partials] = [system.feed(chunk).tentative for _ in script]
+    assert shown["causal"] == [("the", "cat"), ("the", "cap", "sat"), ("the", "cap", "sat", "on")]
+    assert shown["committed"] == [("the",), ("the",), ("the", "cap")]
+    assert shown["agreed"] == [(), ("the",), ("the", "cap", "sat")]  # what two steps in a row agree on
+    assert shown["verifier"] == shown["agreed"]  # no pass yet: nothing of the verifier's to show
+    assert shown["verifier-only"] == shown["verifier-held"] == [(), (), ()]
+    with pytest.raises(ValueError, match="partials"):
+        TwoPassStreaming(_ScriptedCausal([]), _Scripted([]), partials="everything")
+
+
+def test_verifier_partials_are_its_open_words_then_the_agreed_causal_ones():
+    causal = _Scripted([["unless", "a", "system", "is", "a"], ["unless", "a", "system", "is", "a", "stem", "for"]])
+    verifier = _Scripted([["unless", "a", "system", "is", "a", "stem."]])
+    system = TwoPassStreaming(causal, verifier, every_ms=600, partials="verifier")
+    first = system.feed(np.zeros(9600, dtype=np.float32))  # a pass: "a stem." stays open (the last word waits)
+    assert first == Hypothesis(("unless", "a", "system", "is"), ("a", "stem."))
+    # 300 ms later, no pass: the verifier's open words, and no causal word past them that two steps agree on
+    assert system.feed(np.zeros(4800, dtype=np.float32)).tentative == ("a", "stem.")
+    only = TwoPassStreaming(_Scripted([["unless", "a", "system", "is", "a"]]),
+                            _Scripted([["unless", "a", "system", "is", "a", "stem."]]), every_ms=600,
+                            partials="verifier-only")
+    assert only.feed(np.zeros(9600, dtype=np.float32)).tentative == ("a", "stem.")
+    held = TwoPassStreaming(_Scripted([["unless", "a", "system", "is", "a"]]),
+                            _Scripted([["unless", "a", "system", "is", "a", "stem."]]), every_ms=600,
+                            partials="verifier-held")
+    assert held.feed(np.zeros(9600, dtype=np.float32)).tentative == ("a",)  # "stem." may be cut mid-word

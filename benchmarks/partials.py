@@ -1,0 +1,115 @@
+"""Which partial words the served two-pass recognizer shows (issue 28's rewrite rate), chosen on the real *dev*
+split: the served spec (``selection/served_two_pass.json``) once per ``partials`` policy
+(``streaming.second_pass.PARTIALS``), fixed feeding so the finals are the same words in every row (checked), with
+each policy's partial rewrite rate and display latency (``streaming.evaluate``) and paired 95 % bootstrap
+intervals over utterances of both against the policy served so far (``causal``).
+
+The rule, fixed before the run: the policy with the lowest rewrite rate whose rewrite-rate difference to
+``causal`` excludes 0 and whose median display latency stays below the row's median final-word latency (partials
+that come no earlier than the finals buy nothing); none such: ``causal`` stays.
+
+    python benchmarks/partials.py            # -> benchmarks/results/selection/dev_partials.{json,md}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+RESULTS = REPO / "benchmarks" / "results" / "selection"
+N_RESAMPLES, SEED = 10_000, 0
+
+
+def _rate(rows: list[dict], idx: np.ndarray) -> float:
+    shown = sum(rows[i]["partials_shown"] for i in idx)
+    return sum(rows[i]["partials_rewritten"] for i in idx) / shown if shown else float("nan")
+
+
+def _median(rows: list[dict], key: str, idx: np.ndarray) -> float:
+    values = [v for i in idx for v in rows[i][key]]
+    return float(np.median(values)) if values else float("nan")
+
+
+def paired(a: list[dict], b: list[dict]) -> dict[str, list[float]]:
+    """95 % percentile intervals of a − b (rewrite rate; median display latency), utterances resampled in pairs."""
+    rng = np.random.default_rng(SEED)
+    n = len(a)
+    diffs: dict[str, list[float]] = {"rewrite_rate": [], "display_latency_ms_median": []}
+    for _ in range(N_RESAMPLES):
+        idx = rng.integers(0, n, n)
+        diffs["rewrite_rate"].append(_rate(a, idx) - _rate(b, idx))
+        diffs["display_latency_ms_median"].append(_median(a, "display_latency_ms", idx)
+                                                  - _median(b, "display_latency_ms", idx))
+    return {k: [round(float(np.nanpercentile(v, 2.5)), 4), round(float(np.nanpercentile(v, 97.5)), 4)]
+            for k, v in diffs.items()}
+
+
+def choose(rows: list[dict]) -> str:
+    base = rows[0]
+    ok = [r for r in rows[1:] if r["vs_causal_ci95"]["rewrite_rate"][1] < 0
+          and r["display_latency_ms_median"] < r["word_latency_ms_median"]]
+    return min(ok, key=lambda r: r["partial_rewrite_rate"])["partials"] if ok else base["partials"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--state", default=str(REPO / "outputs/bench-evaluation/state.json"))
+    parser.add_argument("--spec", default=str(RESULTS / "served_two_pass.json"))
+    parser.add_argument("--limit", type=int, help="only the first N dev utterances (a quick check of the script)")
+    parser.add_argument("--name", default="dev_partials")
+    parser.add_argument("--policies", help="comma-separated, the first the reference (default: every policy)")
+    args = parser.parse_args()
+
+    from evaluation.report import evaluate_systems
+    from evaluation.sets import describe, load_split
+    from evaluation.systems import SystemSpec
+    from streaming.second_pass import PARTIALS
+
+    real = json.loads(Path(args.state).read_text())["datasets"]["real"]
+    dev = load_split([real], ["dev"])[: args.limit]
+    served = json.loads(Path(args.spec).read_text())
+    policies = args.policies.split(",") if args.policies else list(PARTIALS)
+    specs = [SystemSpec(**{**served, "name": f"two-pass served, partials={p}", "partials": p}) for p in policies]
+    result = evaluate_systems(specs, dev, test_set=describe([real], ["dev"], dev), live=False)
+    runs = {s.partials: r for s, r in zip(specs, result["systems"], strict=True)}
+    hyps = {p: [u["hyp"] for u in r["per_utterance"]] for p, r in runs.items()}
+    assert all(h == hyps[policies[0]] for h in hyps.values()), "the finals differ between policies"
+    rows = []
+    for p, r in runs.items():
+        rows.append({"partials": p, "wer": r["wer"], "partial_rewrite_rate": r["partial_rewrite_rate"],
+                     "partial_words_shown": r["partial_words_shown"],
+                     "display_latency_ms_median": r["display_latency_ms_median"],
+                     "display_latency_ms_p90": r["display_latency_ms_p90"],
+                     "word_latency_ms_median": r["word_latency_ms_median"],
+                     "word_latency_ms_p90": r["word_latency_ms_p90"], "rtf": r["rtf"],
+                     "vs_causal_ci95": paired(r["per_utterance"], runs[policies[0]]["per_utterance"])})
+    out = {"split": "dev", "dev_set": result["test_set"], "spec": served, "feeding": "fixed",
+           "finals_identical": True, "rule": __doc__.split("The rule, fixed before the run: ")[1].split("\n\n")[0]
+           .replace("\n", " "), "rows": rows, "chosen": choose(rows), "command": " ".join(["python", *sys.argv])}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(out, indent=2) + "\n")
+    lines = [f"Dev split: {out['dev_set']['n_utterances']} utterances, {out['dev_set']['n_words']} words; the served "
+             "two-pass spec, fixed feeding (the finals are the same words in every row). [brackets]: paired 95 % "
+             "bootstrap intervals over utterances of the difference to `causal`.", "",
+             f"Rule: {out['rule']}", "",
+             "| partials | WER | rewrite rate [Δ vs causal] | words shown | display latency median [Δ] / p90 ms "
+             "| final-word latency median / p90 ms |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        ci = r["vs_causal_ci95"]
+        lines.append(f"| {r['partials']} | {r['wer']:.2%} | {r['partial_rewrite_rate']:.1%} {ci['rewrite_rate']} "
+                     f"| {r['partial_words_shown']} | {r['display_latency_ms_median']} "
+                     f"{ci['display_latency_ms_median']} / {r['display_latency_ms_p90']} "
+                     f"| {r['word_latency_ms_median']} / {r['word_latency_ms_p90']} |")
+    lines += ["", f"Chosen: **{out['chosen']}**."]
+    (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
