@@ -218,7 +218,7 @@ class Verifier:
 
 
 class TwoPassStreaming:
-    """A `StreamingRecognizer`: the causal engine's partials, the verifier's finals (see the module docstring)."""
+    """A `StreamingRecognizer`: the verifier's finals, partials by ``partials`` (see the module docstring)."""
 
     def __init__(self, engine, verifier: Verifier, every_ms: int = 600, self_agreement: bool = False,
                  hold_last: bool = True, window_ms: int | None = None, partials: str = "causal") -> None:
