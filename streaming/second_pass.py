@@ -347,15 +347,14 @@ class TwoPassStreaming:
         start = len(causal.words) - len(tail)  # where the tail starts among the causal words
         if self.partials == "committed":
             return causal.words[start:len(causal.committed)]
-        stable = list(causal.words[start:max(start, agreed(list(self._causal_before), list(causal.words)))])
-        if self.partials == "agreed":
-            return tuple(stable)
         heard = self._previous.words if self._previous else []
         if self.partials == "verifier-only":
             return tuple(heard)
         if self.partials == "verifier-held":
             return tuple(heard[:-1])
-        if not heard:
+        # the policies below need the causal words two steps agree on: worked out only for them, every step
+        stable = list(causal.words[start:max(start, agreed(list(self._causal_before), list(causal.words)))])
+        if self.partials == "agreed" or not heard:
             return tuple(stable)
         # the causal words past the last one the verifier's open words also hold (none matched: past as many)
         blocks = [m for m in difflib.SequenceMatcher(a=[norm_word(w) for w in heard],

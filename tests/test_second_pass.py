@@ -201,3 +201,13 @@ def test_verifier_partials_are_its_open_words_then_the_agreed_causal_ones():
                             _Scripted([["unless", "a", "system", "is", "a", "stem."]]), every_ms=600,
                             partials="verifier-held")
     assert held.feed(np.zeros(9600, dtype=np.float32)).tentative == ("a",)  # "stem." may be cut mid-word
+
+
+def test_the_pipeline_offers_every_partials_policy():
+    """configs/ does not import streaming/ (torch), so the profile's Literal is a copy of PARTIALS: kept equal."""
+    from typing import get_args
+
+    from configs.pipeline import PipelineConfig
+    from streaming.second_pass import PARTIALS
+
+    assert get_args(PipelineConfig.model_fields["two_pass_partials"].annotation) == PARTIALS
