@@ -2,7 +2,8 @@
 split: the served spec (``selection/served_two_pass.json``) once per ``partials`` policy
 (``streaming.second_pass.PARTIALS``), fixed feeding so the finals are the same words in every row (checked), with
 each policy's partial rewrite rate and display latency (``streaming.evaluate``) and paired 95 % bootstrap
-intervals over utterances of both against the policy served so far (``causal``).
+intervals over utterances of both against the policy served so far (``causal``; ``evaluation.intervals.compare``:
+BCa for the rate, percentile for the median).
 
 The rule, fixed before the run: the policy with the lowest rewrite rate whose rewrite-rate difference to
 ``causal`` excludes 0 and whose median display latency stays below the row's median final-word latency (partials
@@ -18,41 +19,14 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 RESULTS = REPO / "benchmarks" / "results" / "selection"
-N_RESAMPLES, SEED = 10_000, 0
-
-
-def _rate(rows: list[dict], idx: np.ndarray) -> float:
-    shown = sum(rows[i]["partials_shown"] for i in idx)
-    return sum(rows[i]["partials_rewritten"] for i in idx) / shown if shown else float("nan")
-
-
-def _median(rows: list[dict], key: str, idx: np.ndarray) -> float:
-    values = [v for i in idx for v in rows[i][key]]
-    return float(np.median(values)) if values else float("nan")
-
-
-def paired(a: list[dict], b: list[dict]) -> dict[str, list[float]]:
-    """95 % percentile intervals of a − b (rewrite rate; median display latency), utterances resampled in pairs."""
-    rng = np.random.default_rng(SEED)
-    n = len(a)
-    diffs: dict[str, list[float]] = {"rewrite_rate": [], "display_latency_ms_median": []}
-    for _ in range(N_RESAMPLES):
-        idx = rng.integers(0, n, n)
-        diffs["rewrite_rate"].append(_rate(a, idx) - _rate(b, idx))
-        diffs["display_latency_ms_median"].append(_median(a, "display_latency_ms", idx)
-                                                  - _median(b, "display_latency_ms", idx))
-    return {k: [round(float(np.nanpercentile(v, 2.5)), 4), round(float(np.nanpercentile(v, 97.5)), 4)]
-            for k, v in diffs.items()}
 
 
 def choose(rows: list[dict]) -> str:
     base = rows[0]
-    ok = [r for r in rows[1:] if r["vs_causal_ci95"]["rewrite_rate"][1] < 0
+    ok = [r for r in rows[1:] if r["vs_causal_ci95"]["partial_rewrite_rate"][1] < 0
           and r["display_latency_ms_median"] < r["word_latency_ms_median"]]
     return min(ok, key=lambda r: r["partial_rewrite_rate"])["partials"] if ok else base["partials"]
 
@@ -66,6 +40,7 @@ def main() -> None:
     parser.add_argument("--policies", help="comma-separated, the first the reference (default: every policy)")
     args = parser.parse_args()
 
+    from evaluation import intervals
     from evaluation.report import evaluate_systems
     from evaluation.sets import describe, load_split
     from evaluation.systems import SystemSpec
@@ -88,7 +63,9 @@ def main() -> None:
                      "display_latency_ms_p90": r["display_latency_ms_p90"],
                      "word_latency_ms_median": r["word_latency_ms_median"],
                      "word_latency_ms_p90": r["word_latency_ms_p90"], "rtf": r["rtf"],
-                     "vs_causal_ci95": paired(r["per_utterance"], runs[policies[0]]["per_utterance"])})
+                     "vs_causal_ci95": {m: [round(x, 4) for x in intervals.compare(
+                         r["per_utterance"], runs[policies[0]]["per_utterance"], m)["ci95"]]
+                         for m in intervals.PARTIAL_METRICS}})
     out = {"split": "dev", "dev_set": result["test_set"], "spec": served, "feeding": "fixed",
            "finals_identical": True, "rule": __doc__.split("The rule, fixed before the run: ")[1].split("\n\n")[0]
            .replace("\n", " "), "rows": rows, "chosen": choose(rows), "command": " ".join(["python", *sys.argv])}
@@ -102,7 +79,8 @@ def main() -> None:
              "| final-word latency median / p90 ms |", "|---|---|---|---|---|---|"]
     for r in rows:
         ci = r["vs_causal_ci95"]
-        lines.append(f"| {r['partials']} | {r['wer']:.2%} | {r['partial_rewrite_rate']:.1%} {ci['rewrite_rate']} "
+        lines.append(f"| {r['partials']} | {r['wer']:.2%} | {r['partial_rewrite_rate']:.1%} "
+                     f"{ci['partial_rewrite_rate']} "
                      f"| {r['partial_words_shown']} | {r['display_latency_ms_median']} "
                      f"{ci['display_latency_ms_median']} / {r['display_latency_ms_p90']} "
                      f"| {r['word_latency_ms_median']} / {r['word_latency_ms_p90']} |")

@@ -9,7 +9,9 @@ independent; they are drawn together). The statistics are the corpus ones, recom
 - ``wer`` = Σ errors / Σ ref_words (a ratio of sums, not a mean of per-utterance rates);
 - ``word_latency_ms_median`` = the median of the pooled word latencies of the drawn utterances (an utterance drawn
   twice counts its words twice);
-- ``rtf`` = Σ compute_ms / Σ audio_ms.
+- ``rtf`` = Σ compute_ms / Σ audio_ms;
+- the partials' (``PARTIAL_METRICS``, not in every report row): ``partial_rewrite_rate`` = Σ partials_rewritten /
+  Σ partials_shown, and ``display_latency_ms_median``, pooled like the word latency from ``display_latency_ms``.
 
 A comparison draws the same utterances for both systems (paired), so what the two share (a hard utterance, a long
 one) cancels in the difference. Every resample is done by ``scipy.stats.bootstrap`` over the array of unit indices
@@ -29,7 +31,10 @@ from typing import Any
 import numpy as np
 from scipy.stats import bootstrap
 
-METRICS = ("wer", "word_latency_ms_median", "rtf")
+METRICS = ("wer", "word_latency_ms_median", "rtf")  # every report row's intervals
+PARTIAL_METRICS = ("partial_rewrite_rate", "display_latency_ms_median")  # what is shown before the finals
+# the per-utterance list each pooled median is taken over
+LATENCY_KEY = {"word_latency_ms_median": "word_latency_ms", "display_latency_ms_median": "display_latency_ms"}
 N_RESAMPLES = 10_000
 # BCa (bias-corrected and accelerated) where its theory holds: WER and RTF are smooth functions (ratios) of sums
 # over utterances, and BCa corrects the skew of a ratio near 0 (a WER of a few %) that the plain percentile
@@ -37,8 +42,10 @@ N_RESAMPLES = 10_000
 # sample quantiles (Efron & Tibshirani 1993, "An Introduction to the Bootstrap", ch. 11), so the median latency and
 # its difference get the percentile interval. A simulation (a population of 20,000 synthetic utterances, 300 samples
 # of 30) agreed: coverage of a 3 % WER 87 % BCa vs 83 % percentile; median latency 95 % for both; RTF 95 % for both.
-METHOD = {"wer": "BCa", "rtf": "BCa", "word_latency_ms_median": "percentile"}
-LOWER_IS_BETTER = {"wer": True, "word_latency_ms_median": True, "rtf": True}
+METHOD = {"wer": "BCa", "rtf": "BCa", "word_latency_ms_median": "percentile", "partial_rewrite_rate": "BCa",
+          "display_latency_ms_median": "percentile"}
+LOWER_IS_BETTER = {"wer": True, "word_latency_ms_median": True, "rtf": True, "partial_rewrite_rate": True,
+                   "display_latency_ms_median": True}
 _BATCH = 1_000  # resamples per vectorized call: bounds the (resamples × pooled words) weight matrix of the median
 
 Statistic = Callable[[np.ndarray], np.ndarray]
@@ -54,25 +61,29 @@ class _Units:
     ref_words: np.ndarray
     compute_ms: np.ndarray
     audio_ms: np.ndarray
-    latency_ms: np.ndarray  # sorted
+    rewritten: np.ndarray  # partial words later changed (0 where an entry has no partials count)
+    shown: np.ndarray  # partial words shown
+    latency_ms: np.ndarray  # sorted: the ``latency_key`` list of :func:`_units`
     owner: np.ndarray  # unit index of each sorted latency
 
 
-def _units(per_utt: Sequence[Mapping[str, Any]], groups: str | None) -> _Units:
+def _units(per_utt: Sequence[Mapping[str, Any]], groups: str | None, latency_key: str = "word_latency_ms") -> _Units:
     if not per_utt:
         raise ValueError("no utterances")
     group_of = [str(u[groups]) if groups else str(u["utt_id"]) for u in per_utt]
     index: dict[str, int] = {}
     unit = np.array([index.setdefault(g, len(index)) for g in group_of], dtype=np.intp)
 
-    def per_unit(key: str) -> np.ndarray:
-        return np.bincount(unit, weights=[float(u[key]) for u in per_utt], minlength=len(index))
+    def per_unit(key: str, optional: bool = False) -> np.ndarray:
+        values = [float(u.get(key, 0) if optional else u[key]) for u in per_utt]
+        return np.bincount(unit, weights=values, minlength=len(index))
 
-    lat = np.array([x for u in per_utt for x in u["word_latency_ms"]], dtype=np.float64)
-    owner = np.repeat(unit, [len(u["word_latency_ms"]) for u in per_utt])
+    lat = np.array([x for u in per_utt for x in u[latency_key]], dtype=np.float64)
+    owner = np.repeat(unit, [len(u[latency_key]) for u in per_utt])
     order = np.argsort(lat, kind="stable")
     return _Units(tuple(str(u["utt_id"]) for u in per_utt), tuple(group_of), per_unit("errors"),
-                  per_unit("ref_words"), per_unit("compute_ms"), per_unit("audio_ms"), lat[order], owner[order])
+                  per_unit("ref_words"), per_unit("compute_ms"), per_unit("audio_ms"),
+                  per_unit("partials_rewritten", True), per_unit("partials_shown", True), lat[order], owner[order])
 
 
 def _pooled_median(u: _Units, idx: np.ndarray) -> np.ndarray:
@@ -105,9 +116,11 @@ def _statistic(u: _Units, metric: str) -> Statistic:
         return ratio(u.errors, u.ref_words)
     if metric == "rtf":
         return ratio(u.compute_ms, u.audio_ms)
-    if metric == "word_latency_ms_median":
+    if metric == "partial_rewrite_rate":
+        return ratio(u.rewritten, u.shown)
+    if metric in LATENCY_KEY:  # the units hold that metric's latencies (_units' latency_key)
         return lambda idx: _pooled_median(u, idx)
-    raise ValueError(f"unknown metric {metric!r}; one of {METRICS}")
+    raise ValueError(f"unknown metric {metric!r}; one of {METRICS + PARTIAL_METRICS}")
 
 
 def _interval(stat: Statistic, n_units: int, metric: str, seed: int, n_resamples: int) -> tuple[float, float]:
@@ -130,15 +143,15 @@ def _interval(stat: Statistic, n_units: int, metric: str, seed: int, n_resamples
 
 def point(per_utt: Sequence[Mapping[str, Any]], metric: str) -> float:
     """The metric on all utterances (the row's value, unrounded)."""
-    u = _units(per_utt, None)
+    u = _units(per_utt, None, LATENCY_KEY.get(metric, "word_latency_ms"))
     return float(_statistic(u, metric)(np.arange(len(u.errors))))
 
 
 def ci95(per_utt: Sequence[Mapping[str, Any]], metric: str, *, groups: str | None = None, seed: int = 0,
          n_resamples: int = N_RESAMPLES) -> tuple[float, float]:
-    """95 % bootstrap interval of ``metric`` (one of :data:`METRICS`) over utterances, or over the values of the
-    ``groups`` key (e.g. ``"recording"``); method :data:`METHOD`, seeded."""
-    u = _units(per_utt, groups)
+    """95 % bootstrap interval of ``metric`` (one of :data:`METRICS`, :data:`PARTIAL_METRICS`) over utterances, or
+    over the values of the ``groups`` key (e.g. ``"recording"``); method :data:`METHOD`, seeded."""
+    u = _units(per_utt, groups, LATENCY_KEY.get(metric, "word_latency_ms"))
     return _interval(_statistic(u, metric), len(u.errors), metric, seed, n_resamples)
 
 
@@ -157,7 +170,8 @@ def compare(per_utt_a: Sequence[Mapping[str, Any]], per_utt_b: Sequence[Mapping[
 
     Paired: each resample draws the same units for both systems. Raises ValueError when the two lists are not
     the same utterances in the same order (or group them differently)."""
-    a, b = _units(per_utt_a, groups), _units(per_utt_b, groups)
+    key = LATENCY_KEY.get(metric, "word_latency_ms")
+    a, b = _units(per_utt_a, groups, key), _units(per_utt_b, groups, key)
     if a.keys != b.keys:
         only_a, only_b = sorted(set(a.keys) - set(b.keys)), sorted(set(b.keys) - set(a.keys))
         raise ValueError(f"the two systems were scored on different utterances (or orders): only in a "

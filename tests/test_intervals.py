@@ -246,3 +246,24 @@ def test_report_rows_get_intervals_and_a_verdict_against_the_reference(tmp_path)
 def test_without_a_peer_the_reference_is_the_best_offline_system():
     rows = [r for r in _rows() if not r["kind"].startswith("whisperlivekit")]
     assert score_rows(rows, n_resamples=200)["reference_system"] == "faster-whisper"
+
+
+def test_the_partials_metrics_pool_their_own_counts_and_latencies():
+    """``partial_rewrite_rate`` is Σ rewritten / Σ shown and ``display_latency_ms_median`` the pooled median of the
+    display latencies, not of the word latencies; a policy that rewrites far less is better, paired."""
+    rng = np.random.default_rng(4)
+    often, rarely = _synthetic(120, seed=4), _synthetic(120, seed=4)
+    for a, b in zip(often, rarely, strict=True):
+        shown = int(rng.integers(5, 15))
+        a.update(partials_shown=shown, partials_rewritten=int(rng.binomial(shown, 0.8)),
+                 display_latency_ms=list(rng.normal(500, 100, 3)))
+        b.update(partials_shown=shown, partials_rewritten=int(rng.binomial(shown, 0.2)),
+                 display_latency_ms=list(rng.normal(200, 100, 3)))
+    rate = sum(u["partials_rewritten"] for u in often) / sum(u["partials_shown"] for u in often)
+    assert intervals.point(often, "partial_rewrite_rate") == pytest.approx(rate)
+    assert intervals.point(often, "display_latency_ms_median") == pytest.approx(
+        np.median([x for u in often for x in u["display_latency_ms"]]))
+    for metric in intervals.PARTIAL_METRICS:
+        lo, hi = intervals.ci95(often, metric, seed=7)
+        assert lo < intervals.point(often, metric) < hi
+        assert intervals.compare(rarely, often, metric)["verdict"] == "better"
