@@ -62,7 +62,7 @@ class PipelineConfig(BaseModel):
     # bfloat16 took RTF 0.59 -> 0.41 (-0.17 [-0.22, -0.12]) at a WER not separable (-0.2 points [-0.3, 0.0])
     # what two-pass candidates show past their finals (streaming.second_pass.PARTIALS). On the real dev split, the
     # verifier's open words but the last (benchmarks/results/selection/dev_partials*): partial rewrite rate 82.0 % ->
-    # 21.1 % (-60.9 points [-68.2, -53.5]), median first kept display 515 -> 373 ms; the finals are the same words
+    # 21.1 % (-60.9 points [-67.6, -52.9]), median first kept display 557 -> 404 ms; the finals are the same words
     two_pass_partials: Literal["causal", "committed", "agreed", "verifier", "verifier-only",
                                "verifier-held"] = "verifier-held"
     two_pass_cache_policy: Literal["exact", "reuse"] | None = "reuse"
