@@ -40,6 +40,14 @@ def mixed_corpus(tmp_path_factory, realspeech: Path) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def pool_build(prefect_server, mixed_corpus, tmp_path_factory) -> dict:
+    """The process-pool build of the mixed corpus: the reference the Ray and the S3 builds must equal (built once)."""
+    from flows.build_dataset import run_build
+
+    return run_build(str(mixed_corpus), str(tmp_path_factory.mktemp("pool")), _cfg(), workers=2)
+
+
 def _hashes(version_dir: Path) -> dict[str, str]:
     import hashlib
 
@@ -47,11 +55,11 @@ def _hashes(version_dir: Path) -> dict[str, str]:
             for p in sorted(version_dir.rglob("*")) if p.is_file()}
 
 
-def test_ray_and_process_pool_builds_are_byte_identical(prefect_server, ray_cluster, mixed_corpus, tmp_path):
+def test_ray_and_process_pool_builds_are_byte_identical(pool_build, ray_cluster, mixed_corpus, tmp_path):
     from data.manifest import read_manifest
     from flows.build_dataset import run_build
 
-    pool = run_build(str(mixed_corpus), str(tmp_path / "pool"), _cfg(), workers=2)
+    pool = pool_build
     on_ray = run_build(str(mixed_corpus), str(tmp_path / "ray"), _cfg(), workers=2, ray_address="auto")
     assert on_ray["version_id"] == pool["version_id"]
     assert on_ray["aligned_now"] == pool["aligned_now"] == 7  # nothing reused across the two output roots
@@ -69,13 +77,13 @@ def test_ray_and_process_pool_builds_are_byte_identical(prefect_server, ray_clus
     assert [r["id"] for r in segments] == [f"meeting-0001-s{i:03d}" for i in range(len(segments))]
 
 
-def test_build_to_s3_equals_local_and_publishes_by_marker(prefect_server, s3_bucket, mixed_corpus, tmp_path):
+def test_build_to_s3_equals_local_and_publishes_by_marker(pool_build, s3_bucket, mixed_corpus):
     from data import fs
     from data.assemble import verify_version
     from flows.build_dataset import run_build
     from training.causal.data import read_utterances
 
-    local = run_build(str(mixed_corpus), str(tmp_path / "local"), _cfg(), workers=2)
+    local = pool_build  # the local (process pool) build
     root = f"{s3_bucket}/datasets"  # s3://<fresh bucket>/datasets
     remote = run_build(str(mixed_corpus), root, _cfg(), workers=2)
     assert remote["version_dir"] == f"{root}/scale/{local['version_id']}"
