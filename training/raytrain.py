@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -126,6 +127,7 @@ class WorkerSetup:
         from training.weights import checkpoint_sha256, load_model
 
         self.run_id, self.tracking_uri, self.meta = config.get("run_id"), config.get("tracking_uri"), config["meta"]
+        self.node_pid = os.getppid()  # the raylet that started this worker
         ctx = ray.train.get_context()
         self.rank, self.world = ctx.get_world_rank(), ctx.get_world_size()
         torch.set_num_threads(threads)
@@ -135,12 +137,24 @@ class WorkerSetup:
         self.tokenizer = get_tokenizer(self.model.is_multilingual, num_languages=self.model.num_languages,
                                        language="en", task="transcribe")
 
+    def stop_if_orphaned(self, step: int) -> None:
+        """Exit at once when the Ray node under this worker is gone (its raylet, the parent process, died: a killed
+        pipeline takes its local Ray instance with it). Measured in the kill drill: without this check a worker
+        busy in a step outlived the SIGKILLed pipeline by two steps, logging both and writing a checkpoint that a
+        re-run could be restoring at the same time."""
+        if os.getppid() != self.node_pid:
+            print(f"rank {self.rank}: the Ray node under this worker is gone; stopping before step {step} is logged "
+                  "or checkpointed", file=sys.stderr, flush=True)
+            os._exit(1)  # no clean-up: what a SIGKILL would have left, and nothing written after the node died
+
     def log(self, metrics: dict[str, float], step: int) -> None:
-        """Metrics into the run's MLflow record, from rank 0 only."""
+        """Metrics into the run's MLflow record, from rank 0 only (every rank first checks that its node lives: the
+        loops log before every checkpoint and report)."""
         from training.tracking import log_metrics
 
         from training.tracking import TrackingUnavailable
 
+        self.stop_if_orphaned(step)
         if self.rank == 0 and self.run_id:
             try:
                 log_metrics(self.tracking_uri, self.run_id, metrics, step)
