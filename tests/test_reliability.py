@@ -120,6 +120,11 @@ def _drill_profile(tmp_path: Path, max_steps: int, every: int, stages: list[str]
     return path
 
 
+def _newest_step(c, run_id: str) -> int:
+    """The newest step at which the run logged `loss` (0 before the first)."""
+    return max((m.step for m in c.get_metric_history(run_id, "loss")), default=0)
+
+
 def _wait_for_step(c, experiment: str, min_step: int, proc: subprocess.Popen, timeout: float = 900) -> tuple[str, int]:
     """(run id, newest logged step) once the experiment's run has logged `loss` at ``min_step`` or later."""
     deadline = time.time() + timeout
@@ -127,10 +132,8 @@ def _wait_for_step(c, experiment: str, min_step: int, proc: subprocess.Popen, ti
         assert proc.poll() is None, f"the process ended early ({proc.returncode})"
         exp = c.get_experiment_by_name(experiment)
         runs = c.search_runs([exp.experiment_id]) if exp else []
-        if runs:
-            steps = [m.step for m in c.get_metric_history(runs[0].info.run_id, "loss")]
-            if steps and max(steps) >= min_step:
-                return runs[0].info.run_id, max(steps)
+        if runs and (newest := _newest_step(c, runs[0].info.run_id)) >= min_step:
+            return runs[0].info.run_id, newest
         time.sleep(1)
     raise AssertionError(f"no step {min_step} logged within {timeout} s")
 
@@ -192,7 +195,7 @@ def test_training_survives_a_dead_tracking_server_then_a_killed_pipeline(tmp_pat
         killed_at, stable = 0, 0
         while stable < 3:
             time.sleep(1)
-            newest = max(m.step for m in c.get_metric_history(run_id, "loss"))
+            newest = _newest_step(c, run_id)
             stable, killed_at = (stable + 1, killed_at) if newest == killed_at else (0, newest)
         assert killed_at < max_steps  # it really died mid-training
         # nothing trained on after the kill (WorkerSetup.stop_if_orphaned): at most the step logged as it landed
