@@ -137,7 +137,7 @@ class Verifier:
         frames = self.encoder(mel[None].to(next(self.model.parameters()).dtype), mask=None)[0]
         self.frames, self.audio_frames = frames, len(audio) // (SAMPLE_RATE // FRAMES_PER_S)  # for word_ends
         base = self.base
-        cache = base.decoder.new_cache()
+        cache = base.decoder.new_cache(n_audio_ctx=frames.shape[0])  # this pass's frames: no 30 s buffers
         base.decoder.append_audio(cache, frames)
         context = [self.tokenizer.sot_prev, *prompt[-PROMPT_TOKENS:]] if prompt else []
         seq = context + base.prefix + final_tokens
