@@ -62,9 +62,11 @@ class PipelineConfig(BaseModel):
     # bfloat16 took RTF 0.59 -> 0.41 (-0.17 [-0.22, -0.12]) at a WER not separable (-0.2 points [-0.3, 0.0])
     # what two-pass candidates show past their finals (streaming.second_pass.PARTIALS). On the real dev split, the
     # verifier's open words but the last (benchmarks/results/selection/dev_partials*): partial rewrite rate 82.0 % ->
-    # 21.1 % (-60.9 points [-67.6, -52.9]), median first kept display 557 -> 404 ms; the finals are the same words
+    # 21.1 % (-60.9 points [-67.6, -52.9]), median first kept display 557 -> 404 ms; then cut where they restart
+    # words already written (dev_partials_fresh): 21.1 -> 10.2 % (-11.9 points [-17.9, -5.9]), display median 478 ->
+    # 442 ms [-50, -4]; the finals are the same words
     two_pass_partials: Literal["causal", "committed", "agreed", "verifier", "verifier-only",
-                               "verifier-held"] = "verifier-held"
+                               "verifier-held", "verifier-fresh"] = "verifier-fresh"
     two_pass_cache_policy: Literal["exact", "reuse"] | None = "reuse"
     two_pass_precision: Literal["bf16-all", "bf16-encoder", "int8-encoder", "int8-all"] | None = "bf16-all"
     # the mid-stream verifier's padding of the two-pass candidates, each registered and left to the dev gate: the

@@ -203,6 +203,32 @@ def test_verifier_partials_are_its_open_words_then_the_agreed_causal_ones():
     assert held.feed(np.zeros(9600, dtype=np.float32)).tentative == ("a",)  # "stem." may be cut mid-word
 
 
+def test_restart_at_finds_where_the_open_words_say_again_what_was_written():
+    from streaming.second_pass import restart_at
+
+    written = ["the", "earliest", "book", "printed", "with"]
+    # Whisper filling the zeros after the audio: the sentence again, from its start
+    assert restart_at(written, ["movable", "ties.", "The", "earliest", "book"]) == 2
+    # within the open words themselves ("block book, produced the block book")
+    assert restart_at(["produced,", "the"], ["block", "book,", "produced", "the", "block", "book,"]) == 2
+    assert restart_at(["produced,", "the"], ["block", "books", "which", "were"]) == 4  # no restart
+    assert restart_at(["of", "the", "house"], ["and", "the", "garden"]) == 3  # one word again is speech
+    assert restart_at([], []) == 0
+
+
+def test_fresh_partials_stop_at_a_restart_and_hold_the_last_word():
+    looping = ["produced,", "the", "block", "book,", "produced", "the", "block", "book,", "produced"]
+    fresh = TwoPassStreaming(_Scripted([["produced", "the", "block"]]), _Scripted([list(looping)]), every_ms=300,
+                             partials="verifier-fresh")
+    hypothesis = fresh.feed(np.zeros(4800, dtype=np.float32))
+    assert hypothesis.committed == ("produced,", "the")  # agreed with the causal words, the last held
+    # open: "block book, produced the block …": "produced the" again starts a restart; "book," (the last) waits
+    assert hypothesis.tentative == ("block",)
+    held = TwoPassStreaming(_Scripted([["produced", "the", "block"]]), _Scripted([list(looping)]),
+                            every_ms=300, partials="verifier-held")
+    assert len(held.feed(np.zeros(4800, dtype=np.float32)).tentative) == 6  # the whole loop but its last word
+
+
 def test_the_pipeline_offers_every_partials_policy():
     """configs/ does not import streaming/ (torch), so the profile's Literal is a copy of PARTIALS: kept equal."""
     from typing import get_args
