@@ -17,7 +17,6 @@ Usage: python benchmarks/node_kill_build.py [--inputs 60] [--batch 2] [--out FIL
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import tempfile
@@ -29,11 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.common import write_results  # noqa: E402
-
-
-def file_hashes(version_dir: Path) -> dict[str, str]:
-    return {str(p.relative_to(version_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(version_dir.rglob("*")) if p.is_file()}
+from data.assemble import file_hashes  # noqa: E402
 
 
 def _parts(output_root: Path) -> int:

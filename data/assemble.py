@@ -212,6 +212,13 @@ def remove_stale_tmp(name_dir: Path) -> list[Path]:
     return removed
 
 
+def file_hashes(version_dir: str | Path) -> dict[str, str]:
+    """{path relative to the version folder: sha256} of every file under it, on a local disk or an object store: what
+    "byte-identical versions" compares (two runners, a disturbed and an undisturbed build, local and S3)."""
+    root = str(version_dir).rstrip("/")
+    return {path[len(root) + 1 :]: fs.sha256(path) for path in fs.find(root)}
+
+
 def verify_version(version_dir: str | Path, *, deep: bool | None = None) -> dict | None:
     """dataset.json of a complete, untampered version, else None (then it is rebuilt).
 

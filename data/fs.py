@@ -25,10 +25,11 @@ from __future__ import annotations
 import contextlib
 import glob as _glob
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import PurePosixPath
 from typing import IO
 
@@ -43,8 +44,48 @@ _LOCAL_PROTOCOLS = (None, "file", "local")
 _ONE_PUT_BYTES = 100 << 20
 
 
+# S3-compatible stores that answered a checksum header with an error (an older MinIO or Ceph, Backblaze B2's S3 API
+# once): their uploads go without it, once per process, and their versions keep the size check
+_NO_CHECKSUM_STORES: set[str] = set()
+log = logging.getLogger(__name__)
+
+
 def _checksum_kw(path: str, nbytes: int) -> dict[str, str]:
     return {"ChecksumAlgorithm": "SHA256"} if protocol(path) in ("s3", "s3a") and nbytes < _ONE_PUT_BYTES else {}
+
+
+def _store(fs: fsspec.AbstractFileSystem) -> str:
+    """Which object store ``fs`` talks to (its endpoint; AWS itself when none is set)."""
+    return str(getattr(fs, "endpoint_url", None) or (getattr(fs, "client_kwargs", None) or {}).get("endpoint_url")
+               or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "aws")
+
+
+def _refused_checksum(error: BaseException) -> bool:
+    # s3fs turns the store's answer (NotImplemented, InvalidArgument, InvalidRequest) into an OSError or ValueError
+    # that keeps its message, which names the header
+    return isinstance(error, (OSError, ValueError)) and "checksum" in str(error).lower()
+
+
+def _upload(fs: fsspec.AbstractFileSystem, text: str, nbytes: int, put: Callable[..., object]) -> None:
+    """``put(**kw)``: with the SHA-256 checksum header where the store keeps one, without it where the store refuses
+    it (logged once per store and process; ``verify_version`` then compares sizes, ``deep=True`` still re-hashes)."""
+    kw = _checksum_kw(text, nbytes) if _store(fs) not in _NO_CHECKSUM_STORES else {}
+    try:
+        put(**kw)
+        return
+    except (OSError, ValueError) as error:
+        if not kw or not _refused_checksum(error):
+            raise
+        _NO_CHECKSUM_STORES.add(_store(fs))
+        log.warning("the object store at %s refused the SHA-256 checksum header (%s): uploading without it; its "
+                    "dataset versions are checked by size (verify_version(deep=True) re-hashes)", _store(fs), error)
+    try:
+        put()
+    except (OSError, ValueError) as error:
+        if _refused_checksum(error):  # botocore >= 1.36 adds a CRC32 checksum to every upload by itself
+            raise OSError(f"{text}: the object store refuses checksum headers ({error}); set "
+                          "AWS_REQUEST_CHECKSUM_CALCULATION=when_required so that botocore adds none") from error
+        raise
 
 
 def _str(path: str | os.PathLike) -> str:
@@ -159,7 +200,7 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     text = _str(path)
     if is_remote(text):
         fs, p = fs_and_path(text)
-        fs.pipe_file(p, bytes(data), **_checksum_kw(text, len(data)))
+        _upload(fs, text, len(data), lambda **kw: fs.pipe_file(p, bytes(data), **kw))
         return
     target = _local(text)
     folder = os.path.dirname(os.path.abspath(target))
@@ -188,7 +229,7 @@ def put_file(local: str | os.PathLike, path: str | os.PathLike) -> None:
     src, text = _local(_str(local)), _str(path)
     if is_remote(text):
         fs, p = fs_and_path(text)
-        fs.put_file(src, p, **_checksum_kw(text, os.path.getsize(src)))
+        _upload(fs, text, os.path.getsize(src), lambda **kw: fs.put_file(src, p, **kw))
         return
     target = _local(text)
     folder = os.path.dirname(os.path.abspath(target))

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -90,6 +91,77 @@ def local_s3_server(timeout_s: float = 30.0) -> Iterator[dict]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
+
+
+_REFUSED_XML = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code>'
+                b"<Message>Header x-amz-checksum-sha256 not implemented</Message></Error>")
+
+
+@contextlib.contextmanager
+def checksum_refusing_store(endpoint_url: str) -> Iterator[dict]:
+    """An S3-compatible store that refuses SHA-256 checksum headers (501 NotImplemented, as stores without flexible
+    checksums answer): a real HTTP reverse proxy on 127.0.0.1 in front of ``endpoint_url`` passing every other request
+    through. Yields ``{"endpoint_url": ..., "refused": [paths it refused]}``."""
+    import http.client
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    upstream = urllib.parse.urlsplit(endpoint_url)
+    refused: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding", "").lower() != "chunked":
+                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = b""
+            while size := int(self.rfile.readline().split(b";")[0].strip(), 16):
+                body += self.rfile.read(size)
+                self.rfile.readline()
+            while self.rfile.readline().strip():  # trailers (an aws-chunked upload's checksum)
+                pass
+            return body
+
+        def _reply(self, status: int, headers: list[tuple[str, str]], body: bytes, length: int) -> None:
+            self.send_response(status)
+            for key, value in headers:
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(length))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _forward(self) -> None:
+            body = self._body()
+            sent = {k.lower(): v for k, v in self.headers.items()}
+            if sent.get("x-amz-sdk-checksum-algorithm", "").upper() == "SHA256" or "x-amz-checksum-sha256" in sent:
+                refused.append(self.path)
+                self._reply(501, [("Content-Type", "application/xml")], _REFUSED_XML, len(_REFUSED_XML))
+                return
+            conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=30)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "content-length")}
+            conn.request(self.command, self.path, body=body, headers={**headers, "Content-Length": str(len(body))})
+            answer = conn.getresponse()
+            data = answer.read()
+            kept = [(k, v) for k, v in answer.getheaders()
+                    if k.lower() not in ("transfer-encoding", "content-length", "connection")]
+            self._reply(answer.status, kept, data, int(answer.getheader("Content-Length") or len(data)))
+            conn.close()
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer((HOST, 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield {"endpoint_url": f"http://{HOST}:{server.server_address[1]}", "refused": refused}
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _clear_fsspec_instances() -> None:

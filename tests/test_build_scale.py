@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from configs.dataset import DatasetConfig
+from data.assemble import file_hashes
 from conftest import REPO, copy_realspeech_subset, record_drill
 
 
@@ -48,13 +49,6 @@ def pool_build(prefect_server, mixed_corpus, tmp_path_factory) -> dict:
     return run_build(str(mixed_corpus), str(tmp_path_factory.mktemp("pool")), _cfg(), workers=2)
 
 
-def _hashes(version_dir: Path) -> dict[str, str]:
-    import hashlib
-
-    return {str(p.relative_to(version_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(version_dir.rglob("*")) if p.is_file()}
-
-
 def test_ray_and_process_pool_builds_are_byte_identical(pool_build, ray_cluster, mixed_corpus, tmp_path):
     from data.manifest import read_manifest
     from flows.build_dataset import run_build
@@ -63,7 +57,7 @@ def test_ray_and_process_pool_builds_are_byte_identical(pool_build, ray_cluster,
     on_ray = run_build(str(mixed_corpus), str(tmp_path / "ray"), _cfg(), workers=2, ray_address="auto")
     assert on_ray["version_id"] == pool["version_id"]
     assert on_ray["aligned_now"] == pool["aligned_now"] == 7  # nothing reused across the two output roots
-    assert _hashes(Path(on_ray["version_dir"])) == _hashes(Path(pool["version_dir"]))
+    assert file_hashes(on_ray["version_dir"]) == file_hashes(pool["version_dir"])
 
     counts = pool["counts"]
     assert counts["inputs"] == 7 == counts["accepted"] + counts["rejected"] and counts["rejected"] == 0, counts
@@ -88,8 +82,7 @@ def test_build_to_s3_equals_local_and_publishes_by_marker(pool_build, s3_bucket,
     remote = run_build(str(mixed_corpus), root, _cfg(), workers=2)
     assert remote["version_dir"] == f"{root}/scale/{local['version_id']}"
     assert remote["shards"] == local["shards"]
-    local_files = _hashes(Path(local["version_dir"]))
-    assert {n: fs.sha256(fs.join(remote["version_dir"], n)) for n in local_files} == local_files
+    assert file_hashes(remote["version_dir"]) == file_hashes(local["version_dir"])
     assert not [p for p in fs.listdir(f"{root}/scale") if ".tmp-" in p]  # the temporary prefix is gone
     assert verify_version(remote["version_dir"], deep=True) is not None
 

@@ -126,3 +126,33 @@ def test_put_file_and_rm(root, tmp_path):
     fs.rm(target)
     assert not fs.exists(target)
     fs.rm(target)  # missing: no error
+
+
+def test_a_store_refusing_checksum_headers_still_takes_uploads(s3_server, s3_bucket, monkeypatch, tmp_path, caplog):
+    """A store without flexible checksums answers the SHA-256 header with 501: the upload goes again without it,
+    the header is not tried on that store again, and its objects keep the size check."""
+    import fsspec.config
+    from s3_server import _clear_fsspec_instances, checksum_refusing_store
+
+    with checksum_refusing_store(s3_server["endpoint_url"]) as store:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", store["endpoint_url"])
+        monkeypatch.setitem(fsspec.config.conf["s3"], "endpoint_url", store["endpoint_url"])
+        _clear_fsspec_instances()
+        try:
+            first = s3_bucket + "/refusing/a.bin"
+            fs.write_bytes(first, b"first")
+            assert store["refused"] == ["/" + first.removeprefix("s3://")]
+            assert "refused the SHA-256 checksum header" in caplog.text
+            local = tmp_path / "b.bin"
+            local.write_bytes(b"second!")
+            fs.put_file(str(local), s3_bucket + "/refusing/b.bin")
+            assert len(store["refused"]) == 1  # known now: not asked again
+            assert fs.read_bytes(first) == b"first" and fs.read_bytes(s3_bucket + "/refusing/b.bin") == b"second!"
+            assert fs.stored_sha256(first) == (5, None)  # no checksum kept: the version check compares sizes
+        finally:
+            monkeypatch.undo()
+            _clear_fsspec_instances()
+    # the store behind the proxy takes the header, as before
+    direct = s3_bucket + "/direct.bin"
+    fs.write_bytes(direct, b"direct")
+    assert fs.stored_sha256(direct) == (6, hashlib.sha256(b"direct").hexdigest())
