@@ -23,6 +23,7 @@ fsspec caches one filesystem instance per set of options; S3 listings are not ca
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob as _glob
 import hashlib
 import logging
@@ -60,10 +61,18 @@ def _store(fs: fsspec.AbstractFileSystem) -> str:
                or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "aws")
 
 
+# what a store answers to a header it does not take; a checksum that did not match (BadDigest, InvalidDigest,
+# XAmzContentSHA256Mismatch) is an upload corrupted on the way, not a refusal
+_REFUSAL_CODES = frozenset({"NotImplemented", "InvalidArgument", "InvalidRequest", "400", "501"})
+
+
 def _refused_checksum(error: BaseException) -> bool:
-    # s3fs turns the store's answer (NotImplemented, InvalidArgument, InvalidRequest) into an OSError or ValueError
-    # that keeps its message, which names the header
-    return isinstance(error, (OSError, ValueError)) and "checksum" in str(error).lower()
+    """Whether an upload's error is the store refusing a checksum header. s3fs turns the store's answer into an
+    OSError or ValueError that keeps its message (which names the header) and has the ``ClientError`` as cause."""
+    if not isinstance(error, (OSError, ValueError)) or "checksum" not in str(error).lower():
+        return False
+    code = str((getattr(error.__cause__, "response", None) or {}).get("Error", {}).get("Code", ""))
+    return code in _REFUSAL_CODES if code else getattr(error, "errno", None) == errno.ENOSYS
 
 
 def _upload(fs: fsspec.AbstractFileSystem, text: str, nbytes: int, put: Callable[..., object]) -> None:
