@@ -78,16 +78,17 @@ def _refused_checksum(error: BaseException) -> bool:
 def _upload(fs: fsspec.AbstractFileSystem, text: str, nbytes: int, put: Callable[..., object]) -> None:
     """``put(**kw)``: with the SHA-256 checksum header where the store keeps one, without it where the store refuses
     it (logged once per store and process; ``verify_version`` then compares sizes, ``deep=True`` still re-hashes)."""
-    kw = _checksum_kw(text, nbytes) if _store(fs) not in _NO_CHECKSUM_STORES else {}
+    store = _store(fs)
+    kw = _checksum_kw(text, nbytes) if store not in _NO_CHECKSUM_STORES else {}
     try:
         put(**kw)
         return
     except (OSError, ValueError) as error:
         if not kw or not _refused_checksum(error):
             raise
-        _NO_CHECKSUM_STORES.add(_store(fs))
+        _NO_CHECKSUM_STORES.add(store)
         log.warning("the object store at %s refused the SHA-256 checksum header (%s): uploading without it; its "
-                    "dataset versions are checked by size (verify_version(deep=True) re-hashes)", _store(fs), error)
+                    "dataset versions are checked by size (verify_version(deep=True) re-hashes)", store, error)
     try:
         put()
     except (OSError, ValueError) as error:
