@@ -5,8 +5,9 @@ Corpus of N inputs (N = 500, 2,000, 5,000 by default, each a prefix of the next)
 sentences with 0.4–0.9 s pauses, one transcript each) and espeak-ng synthesis for the rest — listed in one JSONL
 manifest per size. Each build runs in its own process (`--one`), cold (a fresh output root: nothing reused), against
 one shared Prefect server, so that its peak RSS is the driver's own (the pool's workers, Ray's actors and the Prefect
-server are other processes; ``peak_rss_mb`` says why it is not ``ru_maxrss``). Reported per build: wall time, inputs/s, × real time per core (audio seconds / wall /
-cores), the driver's peak RSS; shard hashes must be identical between the runners (and S3).
+server are other processes; ``peak_rss_mb`` says why it is not ``ru_maxrss``). Reported per build: wall time,
+inputs/s, × real time per core (audio seconds / wall / cores), the driver's peak RSS; shard hashes must be
+identical between the runners (and S3).
 Then the reject counts the issue asks for: `too_long` among the long-form recordings, and the aligner's rejects on
 the 50 real-world transcripts and on every real utterance (benchmarks/transcript_rejects.py).
 
