@@ -12,7 +12,8 @@ Then the reject counts the issue asks for: `too_long` among the long-form record
 the 50 real-world transcripts and on every real utterance (benchmarks/transcript_rejects.py).
 
 Usage: python benchmarks/dataset_scale.py [--sizes 500,2000,5000] [--workers 2] [--s3-size 5000] [--workdir DIR]
-       python benchmarks/dataset_scale.py --rss-only --sizes 500,50000 --runners pool   (driver RSS growth only)
+       python benchmarks/dataset_scale.py --rss-only --sizes 500,5000,50000 --runners pool --synth-text short
+           (driver RSS growth only; two-word espeak-ng phrases: the count matters there, not the hours)
 """
 
 from __future__ import annotations
@@ -50,7 +51,18 @@ def real_items() -> list[dict]:
     return rows
 
 
-def make_corpus(workdir: Path, n_max: int) -> dict[str, list[dict]]:
+# ``--synth-text short``: two-word phrases (1-2 s of espeak-ng speech) for the driver-memory runs, which need the
+# input *count* (issue 30: 50,000) and not hours of audio; 40 × 40 distinct phrases, each said by many voices
+_ADJECTIVES = ("red green blue small large quiet happy early late bright cold warm dark heavy light narrow wide "
+               "young old gentle rapid silent golden wooden broken hidden famous simple noisy empty sudden proud "
+               "tiny honest open clever lucky rough smooth").split()
+_NOUNS = ("apple river window garden letter morning engine pocket silver table basket candle doctor forest island "
+          "kitchen ladder market needle orange pencil rabbit saddle ticket valley wagon button castle dragon "
+          "feather hammer jacket kettle lemon mirror novel parrot rocket shadow thunder").split()
+SHORT_TEXTS = [f"{a} {n}" for a in _ADJECTIVES for n in _NOUNS]
+
+
+def make_corpus(workdir: Path, n_max: int, synth_text: str = "builtin") -> dict[str, list[dict]]:
     """The inputs of the largest build, by kind; smaller builds take prefixes of each kind."""
     import numpy as np
 
@@ -60,7 +72,8 @@ def make_corpus(workdir: Path, n_max: int) -> dict[str, list[dict]]:
     real = real_items()
     n_long = n_max // LONG_EVERY
     n_synth = n_max - len(real) - n_long
-    synth = write_synthetic_corpus(workdir / "synth", n_synth, seed=0, progress=False)
+    texts = SHORT_TEXTS if synth_text == "short" else None
+    synth = write_synthetic_corpus(workdir / f"synth-{synth_text}", n_synth, texts=texts, seed=0, progress=False)
     parts_src = write_synthetic_corpus(workdir / "synth-long-parts", n_long * 30, seed=1, progress=False)
     parts = read_corpus_parts(parts_src)
     rng = np.random.default_rng(0)
@@ -132,10 +145,10 @@ def run_one(spec: Path, output_root: str, runner: str, workers: int, env: dict) 
 
 
 def measure(sizes: list[int], workers: int, s3_size: int | None, workdir: Path,
-            runners: tuple[str, ...] = ("pool", "ray")) -> dict:
+            runners: tuple[str, ...] = ("pool", "ray"), synth_text: str = "builtin") -> dict:
     from tasks.runtime import prefect_api
 
-    kinds = make_corpus(workdir, max(sizes))
+    kinds = make_corpus(workdir, max(sizes), synth_text)
     builds = []
     with prefect_api() as api_url:
         env = {**os.environ, "PREFECT_API_URL": api_url}
@@ -264,6 +277,8 @@ def main() -> None:
                     help="re-run only the concurrent-publishers drill into `concurrent_publishers`")
     ap.add_argument("--rss-only", action="store_true",
                     help="re-measure only the driver's peak RSS at --sizes (with --runners) into `driver_rss_mb`")
+    ap.add_argument("--synth-text", choices=("builtin", "short"), default="builtin",
+                    help="the espeak-ng inputs' texts: data.synth's sentences, or two-word phrases (SHORT_TEXTS)")
     ap.add_argument("--transcripts-only", action="store_true",
                     help="re-measure only `transcripts` (aligner rejects) into the committed results")
     args = ap.parse_args()
@@ -293,11 +308,14 @@ def main() -> None:
         return
     if args.rss_only:  # the driver's memory against the corpus size (issue 30: 500 → 50,000 inputs ≤ 1.5×)
         result = json.loads((REPO / "benchmarks" / "results" / "dataset_scale.json").read_text())
-        runs = measure(sizes, args.workers, None, workdir, runners=tuple(args.runners.split(",")))["builds"]
+        runs = measure(sizes, args.workers, None, workdir, runners=tuple(args.runners.split(",")),
+                       synth_text=args.synth_text)["builds"]
         rss = {f"{b['runner']}:{b['inputs']}": b["driver_peak_rss_mb"] for b in runs}
         result["driver_rss_mb"] = {"peak_mb": rss, "builds": [{k: v for k, v in b.items() if k != "shards"}
                                                                for b in runs],
-                                   "growth": rss_growth(runs), "method": PEAK_RSS_METHOD}
+                                   "growth": rss_growth(runs), "method": PEAK_RSS_METHOD,
+                                   "synthetic_texts": args.synth_text,
+                                   "command": "python benchmarks/dataset_scale.py " + " ".join(sys.argv[1:])}
         write_results("dataset_scale", result, table(result))
         return
     result = measure(sizes, args.workers, args.s3_size or None, workdir)

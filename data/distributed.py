@@ -21,7 +21,8 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 
 from configs.dataset import DatasetConfig
-from data.parts import BatchInput, BatchResult, process_batch
+from data.inputs import BatchRef
+from data.parts import BatchResult, process_batch
 
 # What a worker must see of the driver's environment on a cluster it did not start (object storage, chaos drills).
 _ENV_PREFIXES = ("AWS_", "FSSPEC_", "WHISPERLINE_")
@@ -53,7 +54,7 @@ class _BatchWorker:
                                "the cluster's image differs from the driver's")
 
     def __call__(self, batch: dict) -> dict:
-        results = [process_batch(BatchInput.from_json(json.loads(text)), self.cfg, self.store, **self.kw)
+        results = [process_batch(BatchRef.from_json(json.loads(text)), self.cfg, self.store, **self.kw)
                    for text in batch["batch"]]
         return {"result": [json.dumps(r.to_json()) for r in results]}
 
@@ -74,7 +75,7 @@ def connect(address: str, workers: int | None) -> bool:
     return True
 
 
-def run_batches(batches: Sequence[BatchInput], cfg: DatasetConfig, work_root: str, *, code_version: str,
+def run_batches(batches: Sequence[BatchRef], cfg: DatasetConfig, work_root: str, *, code_version: str,
                 aligner_version: str, tokenizer: str, address: str, workers: int | None = None) -> Iterator[BatchResult]:
     """Build every batch's part on the Ray cluster; yields the batches' counts as they finish (any order)."""
     import ray

@@ -1,9 +1,9 @@
 """One batch of the build, end to end on one worker: prepare → align → manifest rows → a Parquet part.
 
 This is the unit the build distributes (a Prefect task in a process pool, or a Ray Data actor on a cluster): it
-takes a batch of scanned inputs with their splits already assigned, and writes two small Parquet files into the
-work store — the batch's manifest rows (no shard columns yet) and its rejects — then returns only counts. The
-driver never holds the results; `data.assemble` streams the parts back in batch order to write the shards.
+takes a reference to a batch (a row range of the inputs table, data/inputs.py), reads those inputs with their
+splits already assigned, and writes two small Parquet files into the work store — the batch's manifest rows (no
+shard columns yet) and its rejects — then returns only counts. The driver never holds the inputs or the results; `data.assemble` streams the parts back in batch order to write the shards.
 
 A part is named by the hash of everything that determines it (inputs' content, splits, config, code, aligner,
 tokenizer), so a batch built before — by this process, another one, or a killed run — is read back instead of
@@ -21,10 +21,10 @@ import pyarrow.parquet as pq
 
 from configs.dataset import DatasetConfig
 from data import fs
-from data.corpus import CorpusItem, sample_key
+from data.corpus import sample_key
+from data.inputs import BatchRef, read_batch
 from data.manifest import PART_SCHEMA, REJECTS_SCHEMA
 from data.records import Aligned, Reject, Scanned
-from data.splits import assign_balanced, assign_split, split_groups
 from data.stages import align, prepare, shared_aligner
 from data.store import WorkStore, sha256_text
 from data.tokens import token_end_times, word_tokens
@@ -33,24 +33,17 @@ from data.types import SAMPLE_RATE
 
 @dataclass(frozen=True, slots=True)
 class BatchInput:
-    """What a worker receives: the batch's position in the build order and its inputs with their splits."""
+    """What a worker builds: the batch's position in the build order and its inputs with their splits (read from
+    the inputs table by the worker itself: ``load_batch``)."""
 
     index: int
     scanned: tuple[Scanned, ...]
-    splits: tuple[str, ...]  # one per input, assigned by the driver (a split needs the whole corpus to decide)
-
-    def to_json(self) -> dict:
-        return {"index": self.index, "splits": list(self.splits),
-                "scanned": [{"item": _item_json(s.item), "source_sha256": s.source_sha256} for s in self.scanned]}
-
-    @staticmethod
-    def from_json(value: dict) -> "BatchInput":
-        scanned = tuple(Scanned(CorpusItem(**s["item"]), s["source_sha256"]) for s in value["scanned"])
-        return BatchInput(int(value["index"]), scanned, tuple(value["splits"]))
+    splits: tuple[str, ...]  # one per input, assigned when the inputs table was written (data.inputs)
 
 
-def _item_json(item: CorpusItem) -> dict:
-    return {name: getattr(item, name) for name in CorpusItem.__slots__}
+def load_batch(ref: BatchRef) -> BatchInput:
+    scanned, splits = read_batch(ref)
+    return BatchInput(ref.index, tuple(scanned), tuple(splits))
 
 
 @dataclass
@@ -81,9 +74,10 @@ def part_paths(store: WorkStore, key: str) -> tuple[str, str]:
     return base + ".rows.parquet", base + ".rejects.parquet"
 
 
-def process_batch(batch: BatchInput, cfg: DatasetConfig, store: WorkStore, *, code_version: str,
+def process_batch(ref: BatchRef, cfg: DatasetConfig, store: WorkStore, *, code_version: str,
                   aligner_version: str, tokenizer: str) -> BatchResult:
-    """Build (or find) the batch's part; returns counts only."""
+    """Build (or find) the part of the batch ``ref`` names; returns counts only."""
+    batch = load_batch(ref)
     key = part_key(batch, cfg, code_version, aligner_version, tokenizer)
     rows_path, rejects_path = part_paths(store, key)
     if fs.exists(rows_path) and fs.exists(rejects_path):
@@ -159,19 +153,3 @@ def write_part(path: str, rows: Sequence[dict], schema: pa.Schema) -> None:
 
 def read_part(path: str) -> list[dict]:
     return pq.read_table(io.BytesIO(fs.read_bytes(path))).to_pylist()
-
-
-def plan_batches(scanned: Sequence[Scanned], cfg: DatasetConfig) -> list[BatchInput]:
-    """Assign splits (this needs the whole corpus: `auto` counts a corpus's speakers) and cut the build order —
-    sorted by (split, key), so that the parts read back in batch order are the shards' order — into batches."""
-    items = [s.item for s in scanned]
-    groups = split_groups(items, cfg.split_by)
-    if cfg.split_balance == "words":
-        splits = assign_balanced(groups, [len(i.transcript.split()) for i in items], cfg.splits, cfg.split_salt)
-    else:
-        splits = [assign_split(g, cfg.splits, cfg.split_salt) for g in groups]
-    order = sorted(range(len(items)), key=lambda i: (splits[i], sample_key(items[i].utt_id)))
-    size = cfg.align_batch_size
-    return [BatchInput(n, tuple(scanned[i] for i in order[start : start + size]),
-                       tuple(splits[i] for i in order[start : start + size]))
-            for n, start in enumerate(range(0, len(order), size))]

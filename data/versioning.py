@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from functools import lru_cache
 from importlib.metadata import version
 from pathlib import Path
 
 from configs.dataset import DatasetConfig
-from data.records import Reject, Scanned
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,12 +28,11 @@ def code_version(*folders: str) -> str:
     return f"{version('whisperline')}+{digest.hexdigest()[:12]}"
 
 
-def dataset_version_id(scanned: Sequence[Scanned], scan_rejects: Sequence[Reject], cfg: DatasetConfig,
-                       aligner_version: str, tokenizer: str) -> str:
-    """sha256 over inputs' content hashes, the config, the aligner, the tokenizer and the code."""
+def dataset_version_id(inputs_digest: str, cfg: DatasetConfig, aligner_version: str, tokenizer: str) -> str:
+    """sha256 over the inputs table's digest (every input's content key and split, in build order, and the scan's
+    rejects: ``data.inputs.write_inputs``), the config, the aligner, the tokenizer and the code."""
     payload = {
-        "inputs": sorted(s.content_key for s in scanned),
-        "scan_rejects": sorted(f"{r.utt_id}|{r.reason}|{r.source_path}" for r in scan_rejects),
+        "inputs": inputs_digest,
         "config": json.loads(cfg.canonical_json()),
         "aligner": aligner_version,
         "tokenizer": tokenizer,

@@ -1,9 +1,11 @@
-"""build_dataset flow: scan → plan version → plan batches → prepare + align per batch → assemble (streamed).
+"""build_dataset flow: scan (→ the inputs table) → plan version → plan batches → prepare + align per batch →
+assemble (streamed).
 
 A version that already exists complete is returned without doing any work. The batches run as mapped Prefect tasks
 in a process pool, or — when a Ray address is given (the profile's `build.ray_address`, `--ray-address`) — as one
-Prefect task that runs them with Ray Data on the cluster (data/distributed.py says why). Either way each batch
-writes a Parquet part to the work store and the flow holds only counts; the dataset is byte-identical.
+Prefect task that runs them with Ray Data on the cluster (data/distributed.py says why). Either way the flow passes
+references (the inputs table's path, row ranges: data/inputs.py), each batch writes a Parquet part to the work
+store and the flow holds only counts; the dataset is byte-identical.
 """
 
 from __future__ import annotations
@@ -30,17 +32,18 @@ def build_dataset(corpus: str, output_root: str = "outputs/datasets", config: Da
     cfg = config or DatasetConfig()
     output_root = fs.absolute(output_root)  # Ray workers do not share the driver's working directory
     work_dir = fs.join(output_root, ".work")
-    scanned, scan_rejects = scan_corpus(corpus)
-    plan = plan_version(scanned, scan_rejects, cfg, output_root)
-    n_inputs = len(scanned) + len(scan_rejects)
+    # on the task runner: with a process pool the scan's lists of inputs live (and die) in a worker process, and the
+    # driver only ever sees where their table is
+    inputs = scan_corpus.submit(corpus, cfg, work_dir).result()
+    plan = plan_version(inputs, cfg, output_root)
     if plan["existing"] is not None:
         return _summary(plan, plan["existing"], skipped=True, results=[])
-    batches = plan_build_batches(scanned, cfg)
+    batches = plan_build_batches(inputs, cfg)
     if ray_address:
         results = build_batches_on_ray(batches, cfg, work_dir, plan, ray_address, workers)
     else:
         results = [f.result() for f in build_batch.map(batches, unmapped(cfg), unmapped(work_dir), unmapped(plan))]
-    info = assemble_dataset(results, scan_rejects, n_inputs, cfg, work_dir, plan)
+    info = assemble_dataset(results, inputs, cfg, work_dir, plan)
     return _summary(plan, info, skipped=False, results=results)
 
 

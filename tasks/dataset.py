@@ -14,27 +14,28 @@ from prefect.cache_policies import NO_CACHE
 from configs.dataset import DatasetConfig
 from data import fs, stages
 from data.assemble import assemble, verify_version
-from data.parts import BatchInput, plan_batches, process_batch
-from data.records import Reject, Scanned
+from data.inputs import BatchRef, InputsRef, plan_batches, read_scan_rejects, write_inputs
+from data.parts import process_batch
 from data.store import WorkStore
 from data.tokens import tokenizer_id
 from data.versioning import code_version, dataset_version_id
 
 
 @task(name="scan-corpus", cache_policy=NO_CACHE)
-def scan_corpus(corpus: str) -> tuple[list[Scanned], list[Reject]]:
-    """Always runs: hashing the inputs' bytes is how a change is noticed."""
+def scan_corpus(corpus: str, cfg: DatasetConfig, work_dir: str) -> dict:
+    """Always runs: hashing the inputs' bytes is how a change is noticed. Writes the inputs table (splits assigned,
+    in build order) to the work store and returns where it is (``data.inputs.InputsRef``), not the inputs."""
     scanned, rejects = stages.scan(corpus)
-    get_run_logger().info("scanned %d inputs (%d rejected while reading)", len(scanned) + len(rejects), len(rejects))
-    return scanned, rejects
+    ref = write_inputs(scanned, rejects, cfg, work_dir)
+    get_run_logger().info("scanned %d inputs (%d rejected while reading) into %s", ref.n_inputs, ref.rejects, ref.path)
+    return ref.to_json()
 
 
 @task(name="plan-version", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
-def plan_version(scanned: list[Scanned], scan_rejects: list[Reject], cfg: DatasetConfig,
-                 output_root: str) -> dict:
+def plan_version(inputs: dict, cfg: DatasetConfig, output_root: str) -> dict:
     aligner_version = stages.shared_aligner(cfg).version
     tokenizer = tokenizer_id(cfg.tokenizer)
-    version_id = dataset_version_id(scanned, scan_rejects, cfg, aligner_version, tokenizer)
+    version_id = dataset_version_id(inputs["digest"], cfg, aligner_version, tokenizer)
     version_dir = fs.join(output_root, cfg.name, version_id)
     existing = verify_version(version_dir)
     return {"version_id": version_id, "version_dir": version_dir, "aligner_version": aligner_version,
@@ -42,8 +43,9 @@ def plan_version(scanned: list[Scanned], scan_rejects: list[Reject], cfg: Datase
 
 
 @task(name="plan-batches", cache_policy=NO_CACHE)
-def plan_build_batches(scanned: list[Scanned], cfg: DatasetConfig) -> list[BatchInput]:
-    return plan_batches(scanned, cfg)
+def plan_build_batches(inputs: dict, cfg: DatasetConfig) -> list[BatchRef]:
+    """Row ranges of the inputs table: a few dozen bytes per batch, whatever the corpus."""
+    return plan_batches(InputsRef.from_json(inputs), cfg.align_batch_size)
 
 
 def _versions(plan: dict) -> dict:
@@ -51,7 +53,7 @@ def _versions(plan: dict) -> dict:
 
 
 @task(name="prepare-align", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 10])
-def build_batch(batch: BatchInput, cfg: DatasetConfig, work_dir: str, plan: dict) -> dict:
+def build_batch(batch: BatchRef, cfg: DatasetConfig, work_dir: str, plan: dict) -> dict:
     """Aligner failures on one utterance become rejects; a crash of the aligner itself is retried."""
     result = process_batch(batch, cfg, WorkStore(work_dir), **_versions(plan))
     get_run_logger().info("batch %d: aligned %d, reused %d, failed %d", batch.index, result.aligned_now,
@@ -60,7 +62,7 @@ def build_batch(batch: BatchInput, cfg: DatasetConfig, work_dir: str, plan: dict
 
 
 @task(name="prepare-align-on-ray", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=5)
-def build_batches_on_ray(batches: list[BatchInput], cfg: DatasetConfig, work_dir: str, plan: dict,
+def build_batches_on_ray(batches: list[BatchRef], cfg: DatasetConfig, work_dir: str, plan: dict,
                          ray_address: str, workers: int | None) -> list[dict]:
     from data.distributed import run_batches
 
@@ -75,9 +77,9 @@ def build_batches_on_ray(batches: list[BatchInput], cfg: DatasetConfig, work_dir
 
 
 @task(name="assemble-dataset", cache_policy=NO_CACHE)
-def assemble_dataset(results: list[dict], scan_rejects: list[Reject], n_inputs: int, cfg: DatasetConfig,
-                     work_dir: str, plan: dict) -> dict:
+def assemble_dataset(results: list[dict], inputs: dict, cfg: DatasetConfig, work_dir: str, plan: dict) -> dict:
     keys = [r["part_key"] for r in sorted(results, key=lambda r: r["index"])]
-    return assemble(plan["version_dir"], keys, scan_rejects, n_inputs, cfg, WorkStore(work_dir),
+    ref = InputsRef.from_json(inputs)
+    return assemble(plan["version_dir"], keys, read_scan_rejects(ref), ref.n_inputs, cfg, WorkStore(work_dir),
                     version_id=plan["version_id"], aligner_version=plan["aligner_version"],
                     code_version=plan["code_version"])
