@@ -2,8 +2,9 @@
 
 Samples are written in build order, `shard_size` per tar, while they stream in (`ShardWriter`), with fixed tar
 metadata (mtime 0, uid/gid 0, fixed user/group names and mode) and canonical JSON; nothing depends on the clock.
-One shard is built in memory and written with one atomic `data.fs.write_bytes` (local or object storage), so a
-reader never sees a half-written tar.
+A shard is written sample by sample into a spool file — beside its final name locally, renamed into place when
+complete; in a temporary folder for object storage, then uploaded whole — so a reader never sees a half-written tar
+and the writer holds one sample, not a shard (256 long-form segments were ~45 MB, held twice while the tar was built).
 Reading uses webdataset with secure mode on (no pipe:/file: URLs, no pickle decoding); shards on object storage
 (``s3://…``) are opened through fsspec (data/fs.py), registered as webdataset's opener for those schemes: no shell
 pipes, no curl.
@@ -11,9 +12,11 @@ pipes, no curl.
 
 from __future__ import annotations
 
-import hashlib
-import io
+import contextlib
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,13 +48,8 @@ def canonical_json(value: object) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def tar_bytes(samples: list[ShardSample]) -> bytes:
-    buf = io.BytesIO()
-    writer = wds.TarWriter(buf, user="whisperline", group="whisperline", mode=0o444, mtime=0, encoder=False)
-    for sample in samples:
-        writer.write({"__key__": sample.key, sample.audio_ext: sample.audio, "json": canonical_json(sample.meta)})
-    writer.close()
-    return buf.getvalue()
+def _tar_writer(fileobj) -> wds.TarWriter:
+    return wds.TarWriter(fileobj, user="whisperline", group="whisperline", mode=0o444, mtime=0, encoder=False)
 
 
 class ShardWriter:
@@ -60,10 +58,12 @@ class ShardWriter:
     def __init__(self, root: str, shard_size: int) -> None:
         self.root, self.shard_size = root, shard_size
         self.split: str | None = None
-        self.pending: list[ShardSample] = []
         self.in_split = 0  # samples of the current split so far
         self.infos: list[ShardInfo] = []
         self.done: set[str] = set()
+        self._open: tuple[str, str, object, wds.TarWriter] | None = None  # name, spool path, file, tar writer
+        self._count = 0  # samples in the open shard
+        self._spool_dir: str | None = None  # for object storage
 
     def start_split(self, split: str) -> None:
         self._flush()
@@ -74,29 +74,60 @@ class ShardWriter:
         self.split, self.in_split = split, 0
 
     def add(self, sample: ShardSample) -> tuple[str, int]:
-        """Queue a sample; returns (its shard's name, its offset in the shard)."""
+        """Write a sample into its shard; returns (the shard's name, the sample's offset in it)."""
         assert self.split is not None, "start_split first"
         name = f"shards/{self.split}-{self.in_split // self.shard_size:06d}.tar"
         offset = self.in_split % self.shard_size
-        self.pending.append(sample)
+        if self._open is None:
+            self._start(name)
+        self._open[3].write({"__key__": sample.key, sample.audio_ext: sample.audio, "json": canonical_json(sample.meta)})
+        self._count += 1
         self.in_split += 1
-        if len(self.pending) == self.shard_size:
+        if self._count == self.shard_size:
             self._flush()
         return name, offset
 
+    def _start(self, name: str) -> None:
+        target = fs.join(self.root, name)
+        if fs.is_remote(target):
+            if self._spool_dir is None:
+                self._spool_dir = tempfile.mkdtemp(prefix="whisperline-shards-")
+            folder = self._spool_dir
+        else:
+            folder = os.path.dirname(os.path.abspath(target))
+            os.makedirs(folder, exist_ok=True)
+        fd, spool = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(name)}.", suffix=".tmp")
+        fh = os.fdopen(fd, "wb")
+        self._open, self._count = (name, spool, fh, _tar_writer(fh)), 0
+
     def _flush(self) -> None:
-        if not self.pending:
+        if self._open is None:
             return
-        index = (self.in_split - 1) // self.shard_size
-        name = f"shards/{self.split}-{index:06d}.tar"
-        data = tar_bytes(self.pending)
-        fs.write_bytes(fs.join(self.root, name), data)
+        name, spool, fh, tar = self._open
+        self._open = None
+        try:
+            tar.close()
+            fh.close()
+            digest, size = fs.sha256(spool), os.path.getsize(spool)
+            target = fs.join(self.root, name)
+            if fs.is_remote(target):
+                fs.put_file(spool, target)
+            else:
+                os.replace(spool, target)
+        finally:
+            fh.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(spool)
         step("assemble.shard_written")
-        self.infos.append(ShardInfo(name, self.split, len(self.pending), hashlib.sha256(data).hexdigest(), len(data)))
-        self.pending = []
+        self.infos.append(ShardInfo(name, self.split, self._count, digest, size))
 
     def close(self) -> list[ShardInfo]:
-        self._flush()
+        try:
+            self._flush()
+        finally:
+            if self._spool_dir is not None:
+                shutil.rmtree(self._spool_dir, ignore_errors=True)
+                self._spool_dir = None
         return list(self.infos)
 
 
