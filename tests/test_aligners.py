@@ -89,6 +89,20 @@ def test_g2p_ipa_mapping():
     assert (phones, how) == (["F", "AO", "R", "T", "IY", "T", "UW"], "parts")
 
 
+def test_a_search_that_finds_no_path_is_tried_again_with_wider_beams(realspeech: Path, pocketsphinx):
+    """Beams so narrow that the first search loses every path (as the default ones lost mfa_cold_corpus, where one
+    word was said far from its dictionary phones): the second try's wide beams find the default aligner's path."""
+    from data.aligners.pocketsphinx import PocketsphinxAligner
+
+    narrow = PocketsphinxAligner(beam=0.1, wbeam=0.1)
+    for utt, audio, words in _utterances(realspeech, "ljspeech", 2):
+        with pytest.raises(AlignmentError):  # the first search alone (the strict grammar: no second try inside)
+            narrow._strict(narrow._pcm(audio), words)
+        assert narrow.align(audio, words) == pocketsphinx.align(audio, words), utt
+    assert narrow.passes["wide_beams"] == 2 and pocketsphinx.passes["wide_beams"] == 0
+    assert narrow.version != pocketsphinx.version  # the beams are part of what made an alignment
+
+
 def test_noise_cannot_be_aligned(pocketsphinx):
     noise = (np.random.default_rng(0).standard_normal(48_000) * 0.3).astype(np.float32)
     with pytest.raises(AlignmentError) as err:

@@ -28,6 +28,12 @@ on espeak-ng speech of transcripts with digits and symbols (tests/fixtures/real_
   Plain words stay strict, and at most half of the input words may be replaced, so a transcript of
   other speech is still rejected. If the flexible search finds no path, the strict one is tried.
 
+Wider beams on a second try: even at the beams above, a path can be pruned away where one word is said far from its
+dictionary phones (a speaker with a cold saying "sound" nearly as "sun", mfa_cold_corpus: no path through the
+monologue's 63 words; "sun", "son", "found" or dropping the word all aligned). When no path reaches the grammar's
+final state, the same grammar is searched once more with ``RETRY_BEAM`` (a second decoder, made on first need:
+slower, and used only where the first search failed). A path it finds still has to pass the transcript check.
+
 Transcript check (``transcript_mismatch``): a forced aligner always finds *some* path, and pairing real
 clips with the next clip's transcript, 29 of 51 wrong pairs aligned. The forced path's acoustic score is
 compared with a free phone loop's on the same audio (pocketsphinx's per-segment scores are relative to the
@@ -77,6 +83,9 @@ MAX_GARBAGE_SHARE = 0.5
 # Transcript check: mean log score per 10 ms frame by which the forced path may trail a free phone loop.
 MAX_FIT_GAP = 1e-3
 MIN_FIT_S = 1.5
+# Second try's beams (beam and pbeam, wbeam), where the first found no path: on mfa_cold_corpus 1e-150 / 1e-120
+# was enough, and 1e-200 or 1e-300 placed its words identically
+RETRY_BEAM, RETRY_WBEAM = 1e-150, 1e-120
 
 
 class PocketsphinxAligner(Aligner):
@@ -84,22 +93,32 @@ class PocketsphinxAligner(Aligner):
 
     def __init__(self, silprob: float = 0.1, fillprob: float = 1e-8, beam: float = 1e-100,
                  wbeam: float = 1e-80) -> None:
-        from pocketsphinx import Decoder, get_model_path
+        from pocketsphinx import get_model_path
 
         self.model_dir = Path(get_model_path()) / "en-us"
         self.options = {"cmn": "batch", "silprob": float(silprob), "fillprob": float(fillprob), "beam": float(beam),
                         "pbeam": float(beam), "wbeam": float(wbeam), "maxhmmpf": -1, "bestpath": False}
-        # logfn silences the C library's chatter on stderr (hundreds of lines per utterance).
-        self.decoder = Decoder(lm=None, logfn="/dev/null", **self.options)
         self.added: dict[str, str] = {}  # OOV word → how its pronunciation was found
-        # utterances aligned by the strict / flexible grammar, and those with items said otherwise
+        self._phones: dict[str, str] = {}  # OOV word → its phones (for the second try's decoder)
+        # utterances aligned by the strict / flexible grammar, those with items said otherwise, second tries
         self.passes: Counter[str] = Counter()
+        self.decoder = self._first = self._new_decoder(self.options)
+        self._wide = None  # the second try's decoder (``RETRY_BEAM``), made on first need
+
+    def _new_decoder(self, options: dict):
+        from pocketsphinx import Decoder
+
+        # logfn silences the C library's chatter on stderr (hundreds of lines per utterance).
+        decoder = Decoder(lm=None, logfn="/dev/null", **options)
         phone_words = [_PHONE_WORD + phone.lower() for phone in PHONES]
         for word, phone in zip(phone_words, PHONES):
-            self.decoder.add_word(word, phone, True)
+            decoder.add_word(word, phone, True)
+        for word, phones in self._phones.items():
+            decoder.add_word(word, phones, True)
         # the transcript check's free decode: one or more phones, fillers between
         loop = [(a, 1, 1 / len(PHONES), w) for a in (0, 1) for w in phone_words]
-        self.decoder.add_fsg("phone_loop", self.decoder.create_fsg("phone_loop", 0, 1, loop))
+        decoder.add_fsg("phone_loop", decoder.create_fsg("phone_loop", 0, 1, loop))
+        return decoder
 
     @cached_property
     def version(self) -> str:
@@ -109,7 +128,7 @@ class PocketsphinxAligner(Aligner):
         opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()))
         return (f"pocketsphinx-{package_version('pocketsphinx')}+en-us-{digest.hexdigest()[:10]}|{opts}|dither1"
                 f"|g2p-espeak|flexible-phoneloop{GARBAGE_ENTER:g},{GARBAGE_LOOP:g},{MAX_GARBAGE_SHARE:g}"
-                f"|fit{MAX_FIT_GAP:g},{MIN_FIT_S:g}")
+                f"|fit{MAX_FIT_GAP:g},{MIN_FIT_S:g}|retry{RETRY_BEAM:g},{RETRY_WBEAM:g}")
 
     def _ensure_pronounced(self, words: Sequence[str]) -> None:
         for word in dict.fromkeys(words):
@@ -119,7 +138,10 @@ class PocketsphinxAligner(Aligner):
                 phones, how = pronounce(word, self.decoder.lookup_word)
             except G2PError as err:
                 raise AlignmentError("oov_word", f"{word!r}: {err}") from None
-            self.decoder.add_word(word, " ".join(phones), True)
+            self._phones[word] = " ".join(phones)
+            for decoder in (self._first, self._wide):
+                if decoder is not None:
+                    decoder.add_word(word, self._phones[word], True)
             self.added[word] = how
 
     def align_spoken(self, audio: np.ndarray, words: Sequence[str],
@@ -127,25 +149,46 @@ class PocketsphinxAligner(Aligner):
         if not words:
             raise AlignmentError("align_failed", "no words to align")
         self._ensure_pronounced(words)
+        pcm = self._pcm(audio)
+        duration_ms = int(round(len(audio) * 1000 / 16_000))
+        try:
+            found = self._paths(pcm, words, groups)
+        except AlignmentError as err:
+            if err.reason != "align_failed":
+                raise
+            self.decoder = self._wide = self._wide or self._new_decoder(
+                {**self.options, "beam": RETRY_BEAM, "pbeam": RETRY_BEAM, "wbeam": RETRY_WBEAM})
+            try:  # the second try (module docstring), its transcript check under the same beams
+                found = self._paths(pcm, words, groups)
+                self.passes["wide_beams"] += 1
+                self._check_fit(pcm)
+            finally:
+                self.decoder = self._first
+        else:
+            self._check_fit(pcm)
+        return [WordSpan(w, min(a * 10, duration_ms), min((b + 1) * 10, duration_ms)) for w, a, b in found]
+
+    @staticmethod
+    def _pcm(audio: np.ndarray) -> np.ndarray:
         pcm = (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2")
         # Stretches of exact digital zeros (synthetic speech, zero padding) have -inf log energy and
         # derail the search (a word goes missing). ±1 LSB of dither fixes it; a fixed seed keeps
         # alignments reproducible.
         dither = np.random.default_rng(len(pcm)).integers(-1, 2, size=len(pcm), dtype=np.int16)
-        pcm = np.clip(pcm.astype(np.int32) + dither, -32768, 32767).astype("<i2")
-        duration_ms = int(round(len(audio) * 1000 / 16_000))
-        found = None
+        return np.clip(pcm.astype(np.int32) + dither, -32768, 32767).astype("<i2")
+
+    def _paths(self, pcm: np.ndarray, words: Sequence[str], groups: Sequence[int] | None) -> list[tuple[str, int, int]]:
+        """The flexible grammar's path where an item stands for several words, else (or failing that) the strict one."""
         if groups is not None and sum(groups) == len(words) and max(groups) > 1:
             try:
                 found = self._flexible(pcm, words, groups)
                 self.passes["flexible"] += 1
+                return found
             except AlignmentError:
                 pass  # the strict grammar below may still find a path
-        if found is None:
-            found = self._strict(pcm, words)
-            self.passes["strict"] += 1
-        self._check_fit(pcm)
-        return [WordSpan(w, min(a * 10, duration_ms), min((b + 1) * 10, duration_ms)) for w, a, b in found]
+        found = self._strict(pcm, words)
+        self.passes["strict"] += 1
+        return found
 
     def _check_fit(self, pcm: np.ndarray) -> None:
         """Reject the transcript when the forced path (just searched) trails a free phone loop by too much."""
