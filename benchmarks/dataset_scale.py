@@ -277,6 +277,8 @@ def main() -> None:
                     help="re-run only the concurrent-publishers drill into `concurrent_publishers`")
     ap.add_argument("--rss-only", action="store_true",
                     help="re-measure only the driver's peak RSS at --sizes (with --runners) into `driver_rss_mb`")
+    ap.add_argument("--merge", action="store_true",
+                    help="with --rss-only: keep the committed driver-RSS builds of other sizes (one size per run)")
     ap.add_argument("--synth-text", choices=("builtin", "short"), default="builtin",
                     help="the espeak-ng inputs' texts: data.synth's sentences, or two-word phrases (SHORT_TEXTS)")
     ap.add_argument("--transcripts-only", action="store_true",
@@ -310,6 +312,10 @@ def main() -> None:
         result = json.loads((REPO / "benchmarks" / "results" / "dataset_scale.json").read_text())
         runs = measure(sizes, args.workers, None, workdir, runners=tuple(args.runners.split(",")),
                        synth_text=args.synth_text)["builds"]
+        if args.merge:  # the committed runs of the sizes not re-run, in size order
+            kept = [b for b in result.get("driver_rss_mb", {}).get("builds", [])
+                    if (b["runner"], b["inputs"]) not in {(r["runner"], r["inputs"]) for r in runs}]
+            runs = sorted(kept + runs, key=lambda b: (b["runner"], b["inputs"]))
         rss = {f"{b['runner']}:{b['inputs']}": b["driver_peak_rss_mb"] for b in runs}
         result["driver_rss_mb"] = {"peak_mb": rss, "builds": [{k: v for k, v in b.items() if k != "shards"}
                                                                for b in runs],
