@@ -82,43 +82,6 @@ def run(state: Path, seconds: float) -> dict:
             "finals": finals, "machine": machine()}
 
 
-def alternate(state: Path, seconds: float) -> dict:
-    """Both ways in one process, stream by stream in turn (ABBA...): each stream's thread CPU time with the draft
-    and without, so that other load on the machine falls on both alike."""
-    import torch
-
-    from benchmarks.longform import dev_streams
-    from evaluation.systems import SystemSpec, build
-    from streaming.events import chunks
-
-    torch.set_num_threads(1)
-    spec = SystemSpec(**json.loads((RESULTS / "selection" / "served_two_pass.json").read_text()))
-    recognizer, _ = build(spec)
-    verifier = recognizer.inner.verifier
-    call = verifier.__call__
-    no_draft = _Counted(verifier, lambda *a, draft=None, **kw: call(*a, **kw))
-    units, _ = dev_streams(json.loads(state.read_text()))
-    cpu = {"draft": 0.0, "no draft": 0.0}
-    finals: dict[str, list] = {"draft": [], "no draft": []}
-    fed = 0.0
-    for i, unit in enumerate(units):
-        for way in (("draft", "no draft") if i % 2 == 0 else ("no draft", "draft")):
-            recognizer.inner.verifier = verifier if way == "draft" else no_draft
-            recognizer.reset()
-            start = time.thread_time()
-            for piece in chunks(unit.audio, spec.chunk_ms, recognizer.lookahead_ms):
-                recognizer.feed(piece)
-            finals[way].append(list(recognizer.finish().words))
-            cpu[way] += time.thread_time() - start
-        fed += len(unit.audio) / 16_000
-        if fed >= seconds:
-            break
-    return {"spec": spec.name, "streams": len(finals["draft"]), "seconds": round(fed, 1),
-            "thread_cpu_s": {k: round(v, 2) for k, v in cpu.items()},
-            "cpu_ratio_draft_over_none": round(cpu["draft"] / cpu["no draft"], 3),
-            "identical_finals": finals["draft"] == finals["no draft"], "machine": machine()}
-
-
 def compare(a: dict, b: dict) -> dict:
     changed = [i for i, (x, y) in enumerate(zip(a["finals"], b["finals"], strict=True)) if x != y]
     return {"before": {k: v for k, v in a.items() if k != "finals"}, "after": {k: v for k, v in b.items() if k != "finals"},
@@ -132,11 +95,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=240.0)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--compare", nargs=2, type=Path)
-    ap.add_argument("--alternate", action="store_true", help="both ways in one process, stream by stream in turn")
     args = ap.parse_args()
-    if args.alternate:
-        print(json.dumps(alternate(args.state, args.seconds)))
-        return
     if args.compare:
         result = compare(*(json.loads(p.read_text()) for p in args.compare))
         result["command"] = "python benchmarks/verifier_draft.py " + " ".join(sys.argv[1:])
