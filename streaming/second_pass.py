@@ -33,10 +33,6 @@ already final is cut off (at the quietest point near the last final word's end, 
 cross-attention gives: ``streaming.word_times``) and their text becomes the verifier's prompt (Whisper's
 ``<|startofprev|>`` context), so a pass encodes the words still open and a few seconds before them, however long
 the segment has run. None: every pass re-encodes the whole segment (bounded by ``streaming.segmented`` alone).
-Each pass decodes the open words again, and 300 ms more audio seldom changes them: the previous pass's open words
-are the next pass's draft (speculative decoding: the forward pass over the forced prefix also scores the draft, and
-one-token steps run only from the first token greedy decoding does not take from it). The words are greedy's
-either way (``benchmarks/results/verifier_draft.md``: the finals of continuous dev speech, before and after).
 Final words are ``Hypothesis.committed`` (never revised), and their latency is what the evaluation reports as word
 latency. Partial words (``Hypothesis.tentative``) are what ``partials`` shows past them (``PARTIALS``); the finals
 are the same whichever is shown:
@@ -151,16 +147,12 @@ class Verifier:
         self.base = StreamingDecoderBase(model, self.tokenizer, int8_vocab=False)
         self.encoder = CausalEncoder(model.encoder, 20, 20, exact=False)  # mask=None: Whisper's own encoder
         self.max_tokens_per_s = max_tokens_per_s
-        self.steps = 0  # decoder forward passes run, all verifier passes together (what a draft saves)
 
     @torch.inference_mode()
     def __call__(self, audio: np.ndarray, final_tokens: list[int], last: bool = False,
-                 prompt: list[int] | None = None, draft: list[int] | None = None) -> _Words:
+                 prompt: list[int] | None = None) -> _Words:
         """The words past ``final_tokens``; ``last``: the end-of-stream pass (under ``final_condition``);
-        ``prompt``: the text before ``audio`` (tokens), as Whisper's previous-text context; ``draft``: a guess of
-        the tokens past ``final_tokens`` (the previous pass's open words), checked in the prefix's forward pass:
-        greedy decoding reads the logits of each draft token it agrees with instead of running a step for it, and
-        runs steps from the first token it does not (speculative decoding: the same tokens, fewer steps)."""
+        ``prompt``: the text before ``audio`` (tokens), as Whisper's previous-text context."""
         from training.hush_word.transcribe import condition_mel
 
         mel = condition_mel(self.model, audio, self.final_condition if last else self.condition, self.hush)
@@ -171,15 +163,11 @@ class Verifier:
         base.decoder.append_audio(cache, frames)
         context = [self.tokenizer.sot_prev, *prompt[-PROMPT_TOKENS:]] if prompt else []
         seq = context + base.prefix + final_tokens
-        budget = int(len(audio) / SAMPLE_RATE * self.max_tokens_per_s) + 4 - len(final_tokens)
-        max_new = max(0, min(budget, base.max_tokens - len(final_tokens)))
-        draft = list(draft or [])[: max(0, min(max_new, base.decoder.n_ctx - len(seq)) - 1)]
-        rows = base._run(cache, seq + draft, 0, logit_rows=len(draft) + 1)  # rows[j]: the token after draft[:j]
-        self.steps += 1
-        row, drafted = rows[0], 0  # the draft tokens the decoded ones still agree with
+        row = base._run(cache, seq, 0, logit_rows=1)[-1]
         new: list[int] = []
+        budget = int(len(audio) / SAMPLE_RATE * self.max_tokens_per_s) + 4 - len(final_tokens)
         check_at = None  # once a loop shows: where the audio is next asked whether it holds the repeats
-        for _ in range(max_new):
+        for _ in range(max(0, min(budget, base.max_tokens - len(final_tokens)))):
             token = int(base._logprobs(row, len(final_tokens) + len(new)).argmax())
             if token == self.tokenizer.eot:
                 break
@@ -194,14 +182,7 @@ class Verifier:
                     del new[held:]
                     break
                 check_at = len(new) + LOOP_CHECK_TOKENS
-            if drafted == len(new) - 1 and drafted < len(draft) and token == draft[drafted]:
-                drafted += 1  # already in the cache, its logits computed
-                row = rows[drafted]
-                continue
-            cache.truncate(len(seq) + len(new) - 1)  # the draft's tokens from here on are not the answer
-            drafted = -1
             row = base._run(cache, [token], len(seq) + len(new) - 1)[0]
-            self.steps += 1
         else:  # the token budget ran out inside a loop
             if check_at is not None and (held := self._held(final_tokens, new)) is not None:
                 del new[held:]
@@ -301,9 +282,7 @@ class TwoPassStreaming:
     def _verify(self, causal_tail: list[list[str]], final: bool) -> None:
         audio = np.concatenate(self._audio) if self._audio else np.zeros(0, dtype=np.float32)
         forced = [t for g in self._window for t in g]
-        # the last pass's open words are the draft: 300 ms more audio seldom changes them
-        draft = [t for g in self._previous.tokens for t in g] if self._previous else None
-        now = self.verifier(audio, forced, last=final, prompt=self._prompt, draft=draft)
+        now = self.verifier(audio, forced, last=final, prompt=self._prompt)
         self.passes += 1
         self._last_pass = self._samples
         self._verified_tail = causal_tail[0] if causal_tail else None
