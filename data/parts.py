@@ -3,7 +3,8 @@
 This is the unit the build distributes (a Prefect task in a process pool, or a Ray Data actor on a cluster): it
 takes a reference to a batch (a row range of the inputs table, data/inputs.py), reads those inputs with their
 splits already assigned, and writes two small Parquet files into the work store — the batch's manifest rows (no
-shard columns yet) and its rejects — then returns only counts. The driver never holds the inputs or the results; `data.assemble` streams the parts back in batch order to write the shards.
+shard columns yet) and its rejects — then returns only counts. The driver never holds the inputs or the results;
+`data.assemble` streams the parts back in batch order to write the shards.
 
 A part is named by the hash of everything that determines it (inputs' content, splits, config, code, aligner,
 tokenizer), so a batch built before — by this process, another one, or a killed run — is read back instead of

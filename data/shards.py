@@ -18,6 +18,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
+from typing import BinaryIO
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,14 @@ def canonical_json(value: object) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+@dataclass
+class _OpenShard:
+    name: str  # shards/<split>-%06d.tar
+    spool: str  # the file it is written to until complete
+    file: BinaryIO
+    tar: wds.TarWriter
+
+
 def _tar_writer(fileobj) -> wds.TarWriter:
     return wds.TarWriter(fileobj, user="whisperline", group="whisperline", mode=0o444, mtime=0, encoder=False)
 
@@ -61,7 +70,7 @@ class ShardWriter:
         self.in_split = 0  # samples of the current split so far
         self.infos: list[ShardInfo] = []
         self.done: set[str] = set()
-        self._open: tuple[str, str, object, wds.TarWriter] | None = None  # name, spool path, file, tar writer
+        self._open: _OpenShard | None = None
         self._count = 0  # samples in the open shard
         self._spool_dir: str | None = None  # for object storage
 
@@ -80,7 +89,8 @@ class ShardWriter:
         offset = self.in_split % self.shard_size
         if self._open is None:
             self._start(name)
-        self._open[3].write({"__key__": sample.key, sample.audio_ext: sample.audio, "json": canonical_json(sample.meta)})
+        self._open.tar.write({"__key__": sample.key, sample.audio_ext: sample.audio,
+                              "json": canonical_json(sample.meta)})
         self._count += 1
         self.in_split += 1
         if self._count == self.shard_size:
@@ -98,12 +108,12 @@ class ShardWriter:
             os.makedirs(folder, exist_ok=True)
         fd, spool = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(name)}.", suffix=".tmp")
         fh = os.fdopen(fd, "wb")
-        self._open, self._count = (name, spool, fh, _tar_writer(fh)), 0
+        self._open, self._count = _OpenShard(name, spool, fh, _tar_writer(fh)), 0
 
     def _flush(self) -> None:
         if self._open is None:
             return
-        name, spool, fh, tar = self._open
+        name, spool, fh, tar = self._open.name, self._open.spool, self._open.file, self._open.tar
         self._open = None
         try:
             tar.close()
