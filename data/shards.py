@@ -18,9 +18,9 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from typing import BinaryIO
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import webdataset as wds
 
@@ -113,23 +113,22 @@ class ShardWriter:
     def _flush(self) -> None:
         if self._open is None:
             return
-        name, spool, fh, tar = self._open.name, self._open.spool, self._open.file, self._open.tar
-        self._open = None
+        shard, self._open = self._open, None
         try:
-            tar.close()
-            fh.close()
-            digest, size = fs.sha256(spool), os.path.getsize(spool)
-            target = fs.join(self.root, name)
+            shard.tar.close()
+            shard.file.close()
+            digest, size = fs.sha256(shard.spool), os.path.getsize(shard.spool)
+            target = fs.join(self.root, shard.name)
             if fs.is_remote(target):
-                fs.put_file(spool, target)
+                fs.put_file(shard.spool, target)
             else:
-                os.replace(spool, target)
+                os.replace(shard.spool, target)
         finally:
-            fh.close()
+            shard.file.close()  # on an error before the close above
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(spool)
+                os.unlink(shard.spool)
         step("assemble.shard_written")
-        self.infos.append(ShardInfo(name, self.split, self._count, digest, size))
+        self.infos.append(ShardInfo(shard.name, self.split, self._count, digest, size))
 
     def close(self) -> list[ShardInfo]:
         try:
