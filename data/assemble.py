@@ -69,8 +69,8 @@ def assemble(version_dir: str | Path, part_keys: Sequence[str], scan_rejects: Se
     recordings: set[str] = set()
     segmented: set[str] = set()
     audio_ms = 0
-    writer = ShardWriter(tmp, cfg.shard_size)
-    with tempfile.TemporaryDirectory(prefix="whisperline-manifest-") as spool:
+    with (ShardWriter(tmp, cfg.shard_size) as writer,  # an error removes the open shard's spool file
+          tempfile.TemporaryDirectory(prefix="whisperline-manifest-") as spool):
         manifest_path = os.path.join(spool, "manifest.parquet")
         with _RowGroups(manifest_path, MANIFEST_SCHEMA) as manifest:
             for key in part_keys:

@@ -26,7 +26,7 @@ from data.corpus import sample_key
 from data.inputs import BatchRef, read_batch
 from data.manifest import PART_SCHEMA, REJECTS_SCHEMA
 from data.records import Aligned, Reject, Scanned
-from data.stages import align, prepare, shared_aligner
+from data.stages import align, prepare, shared_aligner, stop_if_orphaned
 from data.store import WorkStore, sha256_text
 from data.tokens import token_end_times, word_tokens
 from data.types import SAMPLE_RATE
@@ -78,6 +78,7 @@ def part_paths(store: WorkStore, key: str) -> tuple[str, str]:
 def process_batch(ref: BatchRef, cfg: DatasetConfig, store: WorkStore, *, code_version: str,
                   aligner_version: str, tokenizer: str) -> BatchResult:
     """Build (or find) the part of the batch ``ref`` names; returns counts only."""
+    stop_if_orphaned()
     batch = load_batch(ref)
     key = part_key(batch, cfg, code_version, aligner_version, tokenizer)
     rows_path, rejects_path = part_paths(store, key)

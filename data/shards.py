@@ -13,6 +13,7 @@ pipes, no curl.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -49,11 +50,25 @@ def canonical_json(value: object) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+class _HashingFile:
+    """The spool file, hashing and counting the bytes as they pass: a finished shard is not read back to hash it.
+    The tar is written in stream mode (``w|``), which only ever calls ``write``."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self.file, self.sha256, self.size = file, hashlib.sha256(), 0
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.size += len(data)
+        return self.file.write(data)
+
+
 @dataclass
 class _OpenShard:
     name: str  # shards/<split>-%06d.tar
     spool: str  # the file it is written to until complete
     file: BinaryIO
+    hashing: _HashingFile
     tar: wds.TarWriter
 
 
@@ -62,7 +77,10 @@ def _tar_writer(fileobj) -> wds.TarWriter:
 
 
 class ShardWriter:
-    """Splits arrive one after another (all of a split's samples, in order): shards/<split>-%06d.tar."""
+    """Splits arrive one after another (all of a split's samples, in order): shards/<split>-%06d.tar.
+
+    Use it as a context manager: leaving the block by an exception removes the open shard's spool file and the
+    temporary folder of an object-store build (``close`` does the same on success)."""
 
     def __init__(self, root: str, shard_size: int) -> None:
         self.root, self.shard_size = root, shard_size
@@ -108,7 +126,8 @@ class ShardWriter:
             os.makedirs(folder, exist_ok=True)
         fd, spool = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(name)}.", suffix=".tmp")
         fh = os.fdopen(fd, "wb")
-        self._open, self._count = _OpenShard(name, spool, fh, _tar_writer(fh)), 0
+        hashing = _HashingFile(fh)
+        self._open, self._count = _OpenShard(name, spool, fh, hashing, _tar_writer(hashing)), 0
 
     def _flush(self) -> None:
         if self._open is None:
@@ -117,7 +136,7 @@ class ShardWriter:
         try:
             shard.tar.close()
             shard.file.close()
-            digest, size = fs.sha256(shard.spool), os.path.getsize(shard.spool)
+            digest, size = shard.hashing.sha256.hexdigest(), shard.hashing.size
             target = fs.join(self.root, shard.name)
             if fs.is_remote(target):
                 fs.put_file(shard.spool, target)
@@ -134,19 +153,39 @@ class ShardWriter:
         try:
             self._flush()
         finally:
-            if self._spool_dir is not None:
-                shutil.rmtree(self._spool_dir, ignore_errors=True)
-                self._spool_dir = None
+            self._remove_spool_dir()
         return list(self.infos)
+
+    def abort(self) -> None:
+        """Drop the open shard unwritten and remove every spool file (the assembly failed; nothing is renamed into
+        place or uploaded)."""
+        shard, self._open = self._open, None
+        if shard is not None:
+            shard.file.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(shard.spool)
+        self._remove_spool_dir()
+
+    def _remove_spool_dir(self) -> None:
+        if self._spool_dir is not None:
+            shutil.rmtree(self._spool_dir, ignore_errors=True)
+            self._spool_dir = None
+
+    def __enter__(self) -> ShardWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
+        if exc_type is not None:
+            self.abort()
 
 
 def write_split(root: str | Path, split: str, samples: Sequence[ShardSample], shard_size: int) -> list[ShardInfo]:
     """Write one split's samples (already in order) as shards/<split>-%06d.tar."""
-    writer = ShardWriter(str(root), shard_size)
-    writer.start_split(split)
-    for sample in samples:
-        writer.add(sample)
-    return writer.close()
+    with ShardWriter(str(root), shard_size) as writer:
+        writer.start_split(split)
+        for sample in samples:
+            writer.add(sample)
+        return writer.close()
 
 
 def _all_shards(src: Iterator) -> Iterator:

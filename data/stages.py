@@ -7,6 +7,9 @@ memoized in the `WorkStore` by content, so changing one input redoes that input 
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -121,6 +124,21 @@ class AlignStats:
     utt_ids: list[str] = field(default_factory=list)  # the ones aligned now
 
 
+def stop_if_orphaned() -> None:
+    """End this process if it is a pool worker whose build driver has died.
+
+    A process pool hands each worker queued batches, and a batch of long-form recordings aligns for minutes: a killed
+    driver (``pkill -f`` on the build) left its workers aligning queued batches for ~50 minutes, for nobody. Checked
+    at every batch and before every long-form recording. ``os._exit``: raising would leave the worker waiting forever
+    on the dead driver's call queue. Not a pool worker (the driver itself, a Ray actor): no parent, nothing to do.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is not None and not parent.is_alive():
+        print(f"whisperline: build driver (pid {parent.pid}) is gone; worker {os.getpid()} stops", file=sys.stderr,
+              flush=True)
+        os._exit(3)
+
+
 def align_key(p: Prepared, aligner_version: str, code_version: str, cfg: DatasetConfig) -> str:
     base = sha256_text("align", p.audio_sha256, " ".join(w.norm for w in p.words), aligner_version, code_version)
     if is_long_form(p, cfg):  # its segments also depend on the cut length and the clip format
@@ -159,6 +177,7 @@ def align(batch: Sequence[Prepared], cfg: DatasetConfig, store: WorkStore, code_
             store.put_json("align", key[id(p)], rec)
     for p in todo:
         if is_long_form(p, cfg):
+            stop_if_orphaned()
             store.put_json("align", key[id(p)], _align_long_form(p, cfg, store, get()))
         stats.aligned += 1
         stats.utt_ids.append(p.scanned.item.utt_id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from prefect import flow, unmapped
+from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, get_current_settings, temporary_settings
 from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
 from configs.dataset import DatasetConfig
@@ -74,6 +75,20 @@ def run_build(corpus: str, output_root: str, cfg: DatasetConfig, workers: int | 
     """Run the flow: `workers` processes for the batches, or Ray (`ray_address`: "auto", "ray://…", or "local"
     for a Ray instance on this machine with `workers` CPUs)."""
     runner = ThreadPoolTaskRunner(max_workers=1) if ray_address else task_runner(workers)
-    with prefect_api():
+    with prefect_api(), temporary_settings(heartbeat_settings()):
         return build_dataset.with_options(task_runner=runner)(corpus=corpus, output_root=output_root, config=cfg,
                                                               ray_address=ray_address, workers=workers)
+
+
+def heartbeat_settings() -> dict:
+    """Flow-run heartbeats off for a build run in this process, unless the user set their frequency.
+
+    Heartbeats only feed a zombie-run automation (Prefect Cloud's managed one, or one a self-hosted user creates:
+    prefect.io/v3/advanced/detect-zombie-flows); this project creates none. Left at Prefect's default (180 s) they
+    cost every in-process build the join of the heartbeat thread, which sleeps in 1 s steps: 0.91 of a no-op
+    rebuild's 1.24 s (issue 30, `benchmarks/results/dataset_build.json`). Whoever set
+    ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` (environment or profile) keeps it; deployment runs are not touched.
+    """
+    if "heartbeat_frequency" in get_current_settings().flows.model_fields_set:
+        return {}
+    return {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}

@@ -118,3 +118,17 @@ def test_changing_one_input_realigns_only_that_input(prefect_server, small_corpu
     tsv.write_text("\n".join(lines) + "\n")
     third = run_build(str(corpus), str(out), _cfg(), workers=2)
     assert third["aligned_ids"] == [utt] and third["aligned_now"] == 1
+
+
+def test_an_in_process_build_sends_no_heartbeats_unless_the_user_set_their_frequency():
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, get_current_settings, temporary_settings
+
+    from flows.build_dataset import heartbeat_settings
+
+    assert "heartbeat_frequency" not in get_current_settings().flows.model_fields_set  # the suite sets none
+    off = heartbeat_settings()
+    assert off == {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+    with temporary_settings(off):
+        assert get_current_settings().flows.heartbeat_frequency is None
+    with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 60}):  # set by the user: kept
+        assert heartbeat_settings() == {}

@@ -32,3 +32,28 @@ def test_shards_are_byte_identical_and_readable(tmp_path: Path):
     assert [s["__key__"] for s in samples] == [f"utt-{i:03d}" for i in range(7)]
     assert samples[4]["meta"] == {"id": "utt.4", "token_ids": [4, 5]}
     assert samples[4]["audio"].dtype == np.float32 and len(samples[4]["audio"]) == 1600
+
+
+def test_the_hash_taken_while_writing_is_the_written_files(tmp_path: Path):
+    import hashlib
+
+    infos = write_split(tmp_path, "train", _samples(5), shard_size=2)
+    for info in infos:
+        raw = (tmp_path / info.name).read_bytes()
+        assert (info.sha256, info.bytes) == (hashlib.sha256(raw).hexdigest(), len(raw))
+
+
+def test_a_failed_assembly_leaves_no_spool_file_behind(tmp_path: Path):
+    import pytest
+
+    from data.shards import ShardWriter
+
+    samples = _samples(3)
+    with pytest.raises(RuntimeError, match="assembly failed"):
+        with ShardWriter(str(tmp_path), shard_size=2) as writer:
+            writer.start_split("train")
+            for sample in samples:
+                writer.add(sample)  # the first shard completes, the second stays open
+            raise RuntimeError("assembly failed")
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert files == ["shards/train-000000.tar"]  # the finished shard only: no .tmp spool of the open one
