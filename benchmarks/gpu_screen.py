@@ -71,7 +71,6 @@ def cell_of(row: dict) -> tuple:
 def pack(state_path: str, out: Path) -> None:
     """Into ``out``: the recipe's config (dataset paths made relative), the train and real-dev shards it reads,
     the base weights as bfloat16 high and low bytes (xz), and the wheels and whisper source the device lacks."""
-    import numpy as np
     import torch
 
     from benchmarks.distill import chosen_recipe
@@ -97,16 +96,13 @@ def pack(state_path: str, out: Path) -> None:
     (out / "recipe.json").write_text(json.dumps({"finetune": recipe, "chosen": {k: chosen[k] for k in ("steps", "seed")}},
                                                 indent=1))
     ckpt = torch.load(fetch_model(cfg.model, allow_download=False), map_location="cpu", weights_only=True)
-    names = list(ckpt["model_state_dict"])
-    flat = np.concatenate([ckpt["model_state_dict"][n].to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
-                           .ravel() for n in names])
+    tensors, hi, lo = split_bf16(ckpt["model_state_dict"])
     (out / "weights").mkdir(exist_ok=True)
-    (out / "weights" / "index.json").write_text(json.dumps({
-        "dims": ckpt["dims"], "model": cfg.model,
-        "tensors": [[n, list(ckpt["model_state_dict"][n].shape)] for n in names]}))
-    (out / "weights" / "hi.xz").write_bytes(lzma.compress((flat >> 8).astype(np.uint8).tobytes(), preset=6))
+    (out / "weights" / "index.json").write_text(json.dumps({"dims": ckpt["dims"], "model": cfg.model,
+                                                            "tensors": tensors}))
+    (out / "weights" / "hi.xz").write_bytes(lzma.compress(hi, preset=6))
     (out / "lo").mkdir(exist_ok=True)
-    (out / "lo" / "lo.xz").write_bytes(lzma.compress((flat & 0xFF).astype(np.uint8).tobytes(), preset=0))
+    (out / "lo" / "lo.xz").write_bytes(lzma.compress(lo, preset=0))
     import whisper
 
     shutil.copytree(Path(whisper.__file__).parent, out / "site" / "whisper", dirs_exist_ok=True,
@@ -115,21 +111,45 @@ def pack(state_path: str, out: Path) -> None:
                      for p in out.iterdir() if p.is_dir()})
 
 
-def base_checkpoint(gpu_dir: Path, lo_path: Path, dest: Path) -> Path:
-    """The bfloat16-rounded base checkpoint rebuilt from the two halves (float32 tensors, whisper's layout)."""
+def split_bf16(state: dict) -> tuple[list, bytes, bytes]:
+    """(tensor names and shapes, high bytes, low bytes) of every tensor rounded to bfloat16, flattened in order. The
+    high bytes (sign, exponent) compress to ~half (xz); the low ones (mantissa) hardly at all."""
     import numpy as np
     import torch
 
-    index = json.loads((gpu_dir / "weights" / "index.json").read_text())
-    hi = np.frombuffer(lzma.decompress((gpu_dir / "weights" / "hi.xz").read_bytes()), dtype=np.uint8)
-    lo = np.frombuffer(lzma.decompress(lo_path.read_bytes()), dtype=np.uint8)
-    flat = torch.from_numpy(((hi.astype(np.uint16) << 8) | lo).view(np.int16).copy()).view(torch.bfloat16)
+    names = list(state)
+    flat = np.concatenate([state[n].to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16).ravel()
+                           for n in names])
+    return ([[n, list(state[n].shape)] for n in names], (flat >> 8).astype(np.uint8).tobytes(),
+            (flat & 0xFF).astype(np.uint8).tobytes())
+
+
+def join_bf16(tensors: list, hi: bytes, lo: bytes) -> dict:
+    """:func:`split_bf16` undone: float32 tensors holding the bfloat16-rounded values."""
+    import numpy as np
+    import torch
+
+    high, low = np.frombuffer(hi, dtype=np.uint8), np.frombuffer(lo, dtype=np.uint8)
+    if len(high) != len(low):
+        raise ValueError(f"weight halves of {len(high)} and {len(low)} bytes")
+    flat = torch.from_numpy(((high.astype(np.uint16) << 8) | low).view(np.int16).copy()).view(torch.bfloat16)
     state, at = {}, 0
-    for name, shape in index["tensors"]:
+    for name, shape in tensors:
         n = int(np.prod(shape)) if shape else 1
         state[name] = flat[at:at + n].reshape(shape).float()
         at += n
-    assert at == flat.numel(), "the weight halves do not match their index"
+    if at != flat.numel():
+        raise ValueError(f"the weight halves hold {flat.numel()} values, their index {at}")
+    return state
+
+
+def base_checkpoint(gpu_dir: Path, lo_path: Path, dest: Path) -> Path:
+    """The bfloat16-rounded base checkpoint rebuilt from the two halves (float32 tensors, whisper's layout)."""
+    import torch
+
+    index = json.loads((gpu_dir / "weights" / "index.json").read_text())
+    state = join_bf16(index["tensors"], lzma.decompress((gpu_dir / "weights" / "hi.xz").read_bytes()),
+                      lzma.decompress(lo_path.read_bytes()))
     torch.save({"dims": index["dims"], "model_state_dict": state}, dest)
     return dest
 
