@@ -1,6 +1,7 @@
 """How strongly to distil, decided on dev: the chosen 300 ms recipe (w 0.5) against a stronger teacher weight.
 
-    python benchmarks/distill_weight.py --state outputs/bench-evaluation/state.json   # → selection/dev_distill_weight*
+    python benchmarks/distill_weight.py --state outputs/bench-evaluation/state.json
+    # → benchmarks/results/selection/dev_distill_weight*
 
 Why: the learning curve (``selection/dev_steps*``) showed the distilled adapter drifting away from real speech as it
 trains longer on synthetic speech (real dev 32.0 % at 160 steps, 56.7 % at 480) while the synthetic dev WER kept

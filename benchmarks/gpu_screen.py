@@ -93,7 +93,8 @@ def pack(state_path: str, out: Path) -> None:
     recipe = json.loads(cfg.model_dump_json())
     recipe["datasets"] = [rel[d] for d in cfg.datasets]
     recipe["validation_datasets"] = [rel[data["real"]]]
-    (out / "recipe.json").write_text(json.dumps({"finetune": recipe, "chosen": {k: chosen[k] for k in ("steps", "seed")}},
+    chosen = {k: chosen[k] for k in ("steps", "seed")}
+    (out / "recipe.json").write_text(json.dumps({"finetune": recipe, "chosen": chosen},
                                                 indent=1))
     ckpt = torch.load(fetch_model(cfg.model, allow_download=False), map_location="cpu", weights_only=True)
     tensors, hi, lo = split_bf16(ckpt["model_state_dict"])
@@ -338,15 +339,16 @@ def report(results: list[Path], out: Path | None = None) -> None:
     folder = out or RESULTS / "selection"
     (folder / "gpu_screen.json").write_text(json.dumps(summary, indent=1) + "\n")
     lines = ["# Recipe screen on a lent GPU (`benchmarks/gpu_screen.py`)", "",
-             f"The 300 ms causal adapter (tiny.en, LoRA r 32), each cell trained with seeds {seeds} and scored on the "
-             f"whole real `dev` split ({summary['n_utterances']} utterances; causal greedy, offline feeding). "
+             f"The 300 ms causal adapter (tiny.en, LoRA r 32), each cell trained with seeds {seeds} and scored on "
+             f"the whole real `dev` split ({summary['n_utterances']} utterances; causal greedy, offline feeding). "
              "WER pooled over the seeds, 95 % bootstrap interval over utterances (an utterance's seeds resampled "
-             "together); Δ = cell − reference (the committed recipe), paired the same way. Screens ran in turn, each "
-             "chosen after the one before (one device call each); the machine: "
-             + "; ".join(f"screen {n}: {m.get('gpu')}, {m.get('jobs_at_once')} jobs at once" for n, m in machines.items())
+             "together); Δ = cell − reference (the committed recipe), paired the same way. Screens ran in turn, "
+             "each chosen after the one before (one device call each); the machine: "
+             + "; ".join(f"screen {n}: {m.get('gpu')}, {m.get('jobs_at_once')} jobs at once"
+                         for n, m in machines.items())
              + ".", "",
-             "| screen | distill weight | temperature | lr | steps | WER pooled [95 % CI] | per seed | partial rewrites "
-             "| Δ vs reference [95 % CI] | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| screen | distill weight | temperature | lr | steps | WER pooled [95 % CI] | per seed "
+             "| partial rewrites | Δ vs reference [95 % CI] | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
     for e in table:
         d = e.get("vs_reference")
         lines.append(f"| {e['screen']} | {e['weight']} | {e['temperature']} | {e['lr']:g} | {e['steps']} | "
