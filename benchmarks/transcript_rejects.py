@@ -67,12 +67,18 @@ def read_fixture(path: Path = FIXTURE) -> list[tuple[str, str]]:
 
 
 def read_folder(folder: Path) -> list[tuple[str, Path, str]]:
-    """(utt_id, wav path, transcript) of a corpus folder (transcripts.tsv + wav/<id>.wav)."""
+    """(utt_id, wav path, transcript) of a corpus folder (transcripts.tsv + wav/<id>.wav), the transcript as a build
+    reads it: transcriber annotations (``<cutoff-montreal>``, ``[laughter]``) dropped by data.corpus, and a line that
+    is only annotations left out (the build rejects it at scan, ``annotations_only``). Read raw, the markup became
+    words no speaker said, and two MFA recordings that a build accepts were counted as aligner failures."""
+    from data.corpus import strip_annotations
+
     out = []
     for line in (folder / "transcripts.tsv").read_text(encoding="utf-8").splitlines():
         if line.strip():
             utt, text = line.split("\t", 1)
-            out.append((utt, folder / "wav" / f"{utt}.wav", text))
+            if spoken := strip_annotations(text):
+                out.append((utt, folder / "wav" / f"{utt}.wav", spoken))
     return out
 
 
