@@ -161,6 +161,8 @@ class ShardWriter:
         place or uploaded)."""
         shard, self._open = self._open, None
         if shard is not None:
+            with contextlib.suppress(Exception):  # its end of archive goes into the spool file deleted below; closed
+                shard.tar.close()  # here, the tar stream's __del__ does not write to the closed file later
             shard.file.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(shard.spool)
