@@ -67,8 +67,7 @@ class _HashingFile:
 class _OpenShard:
     name: str  # shards/<split>-%06d.tar
     spool: str  # the file it is written to until complete
-    file: BinaryIO
-    hashing: _HashingFile
+    hashing: _HashingFile  # wraps the open spool file (``hashing.file``)
     tar: wds.TarWriter
 
 
@@ -127,7 +126,7 @@ class ShardWriter:
         fd, spool = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(name)}.", suffix=".tmp")
         fh = os.fdopen(fd, "wb")
         hashing = _HashingFile(fh)
-        self._open, self._count = _OpenShard(name, spool, fh, hashing, _tar_writer(hashing)), 0
+        self._open, self._count = _OpenShard(name, spool, hashing, _tar_writer(hashing)), 0
 
     def _flush(self) -> None:
         if self._open is None:
@@ -135,7 +134,7 @@ class ShardWriter:
         shard, self._open = self._open, None
         try:
             shard.tar.close()
-            shard.file.close()
+            shard.hashing.file.close()
             digest, size = shard.hashing.sha256.hexdigest(), shard.hashing.size
             target = fs.join(self.root, shard.name)
             if fs.is_remote(target):
@@ -143,7 +142,7 @@ class ShardWriter:
             else:
                 os.replace(shard.spool, target)
         finally:
-            shard.file.close()  # on an error before the close above
+            shard.hashing.file.close()  # on an error before the close above
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(shard.spool)
         step("assemble.shard_written")
@@ -163,7 +162,7 @@ class ShardWriter:
         if shard is not None:
             with contextlib.suppress(Exception):  # its end of archive goes into the spool file deleted below; closed
                 shard.tar.close()  # here, the tar stream's __del__ does not write to the closed file later
-            shard.file.close()
+            shard.hashing.file.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(shard.spool)
         self._remove_spool_dir()
