@@ -28,6 +28,17 @@ REAL_CORPORA = ("realspeech/ljspeech", "realspeech/cmu_arctic", "realspeech-more
                 "realspeech-extra/armkit", "realspeech-extra/fsdd")
 REAL_SPLITS = {"train": 0.0, "dev": 0.4, "test": 0.6}
 KOKORO_TRAIN_REPEATS = 2  # each training sentence in 2 of the 22 training voices (CPU budget of one session)
+KOKORO_WORDNET_SENTENCES = 800  # WordNet usage examples, each once, in one of the 22 training voices (~45 min)
+
+
+def held_out_transcripts(shared_data: Path) -> list[str]:
+    """Every transcript of the real speech (dev, test, long-form): no synthetic training sentence may equal one."""
+    out = []
+    for tsv in sorted(Path(shared_data).glob("**/transcripts.tsv")):
+        for line in tsv.read_text(encoding="utf-8").splitlines():
+            if "\t" in line:
+                out.append(line.split("\t", 1)[1])
+    return out
 
 
 def real_corpus_links(shared_data: Path, out: Path) -> Path:
@@ -47,11 +58,13 @@ def real_corpus_links(shared_data: Path, out: Path) -> Path:
 
 
 def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, ...] = ()) -> dict[str, str]:
-    """Every dataset version of the evaluation: {"synth", "kokoro_train", "kokoro_dev", "real", "longform"} →
+    """Every dataset version of the evaluation: {"synth", "kokoro_train", "kokoro_wordnet", "kokoro_dev", "real",
+    "longform"} →
     version dirs (``only``: just these; versions are content-addressed, so a later full build reuses them)."""
     from configs.pipeline import load_pipeline_config
     from data.synth import write_synthetic_corpus
     from data.tts_kokoro import DEV_VOICES, fetch_kokoro, kokoro_texts, train_voices, write_kokoro_corpus
+    from data.wordnet_text import sample_sentences
     from flows.build_dataset import run_build
 
     profile = load_pipeline_config(str(REPO / "configs" / "smoke.yaml"))
@@ -61,6 +74,11 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, 
         "kokoro_train": lambda: write_kokoro_corpus(out / "corpora" / "kokoro-train",
                                                     kokoro_texts("train") * KOKORO_TRAIN_REPEATS,
                                                     train_voices(fetch_kokoro()), seed=1),
+        # varied text: WordNet's usage examples, none equal to a real transcript (data.wordnet_text)
+        "kokoro_wordnet": lambda: write_kokoro_corpus(
+            out / "corpora" / "kokoro-wordnet",
+            sample_sentences(KOKORO_WORDNET_SENTENCES, exclude=held_out_transcripts(shared_data)),
+            train_voices(fetch_kokoro()), seed=2),
         "kokoro_dev": lambda: write_kokoro_corpus(out / "corpora" / "kokoro-dev",
                                                   kokoro_texts("dev") * len(DEV_VOICES), DEV_VOICES, seed=0),
         "real": lambda: real_corpus_links(shared_data, out),
@@ -75,6 +93,7 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, 
     configs = {
         "synth": base.model_copy(update={"name": "synth", "splits": {"train": 1.0}}),
         "kokoro_train": base.model_copy(update={"name": "kokoro-train", "splits": {"train": 1.0}}),
+        "kokoro_wordnet": base.model_copy(update={"name": "kokoro-wordnet", "splits": {"train": 1.0}}),
         "kokoro_dev": base.model_copy(update={"name": "kokoro-dev", "splits": {"dev": 1.0}}),
         "real": base.model_copy(update={"name": "realspeech-eval", "split_by": "auto", "splits": REAL_SPLITS,
                                         "split_balance": "words"}),
