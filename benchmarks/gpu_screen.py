@@ -158,16 +158,14 @@ def base_checkpoint(gpu_dir: Path, lo_path: Path, dest: Path) -> Path:
 # ----------------------------------------------------------------------------------------------------------- run
 def train_and_score(job: dict) -> dict:
     """One grid cell: train the recipe with (weight, steps, seed) on CUDA, score the adapter on real dev on CPU."""
-    import numpy as np
     import torch
     from whisper.tokenizer import get_tokenizer
 
     from configs.finetune import DistillSettings, FinetuneConfig
     from streaming.engine import CausalStreamingEngine
     from streaming.evaluate import evaluate_records, per_utterance, stream_all
-    from training.causal.augment import augment
-    from training.causal.data import collate, rank_batches, read_all
-    from training.causal.loop import MelCache, chunk_for_step, lr_lambda
+    from training.causal.data import rank_batches, read_all
+    from training.causal.loop import MelCache, batch_loss, lr_lambda, optimizer_step, step_batch
     from training.causal.objective import SamplePointLoss
     from training.lora import apply_lora, merge_adapter, trainable_parameters
     from training.weights import load_checkpoint
@@ -194,28 +192,16 @@ def train_and_score(job: dict) -> dict:
     world = cfg.num_workers  # the recipe's Ray Train workers, emulated in this one process (below)
     steps_per_epoch = len(rank_batches(len(utterances), world, 0, cfg.batch_size, cfg.seed, 0))
     started, losses = time.perf_counter(), []
-    for step in range(cfg.max_steps):  # the body of training.causal.loop.train_loop_per_worker, for every rank:
-        epoch, index = divmod(step, steps_per_epoch)  # DDP averages the ranks' gradients = the mean of their losses
-        chunk_ms = chunk_for_step(cfg, step)
-        optimizer.zero_grad(set_to_none=True)
+    for step in range(cfg.max_steps):  # every rank's step of training.causal.loop.train_loop_per_worker:
+        optimizer.zero_grad(set_to_none=True)  # DDP averages the ranks' gradients = the mean of their losses
         step_loss = 0.0
         for rank in range(world):
-            batch_ids = rank_batches(len(utterances), world, rank, cfg.batch_size, cfg.seed, epoch)[index]
-            originals = [utterances[i] for i in batch_ids]
-            augment_rng = np.random.default_rng([cfg.seed, step, rank, 2])
-            batch_utts = [augment(u, cfg.augment, cfg.margin_ms, augment_rng) for u in originals]
-            batch = collate(batch_utts, [mels(u, cached=u is o) for u, o in zip(batch_utts, originals)],
-                            chunk_ms=chunk_ms, tau0_ms=cfg.resolved_tau0_ms, fraction=cfg.fraction_for(chunk_ms),
-                            margin_ms=cfg.margin_ms, prefix=prefix, eot=tokenizer.eot,
-                            rng=np.random.default_rng([cfg.seed, step, rank])).to(device)
-            torch.manual_seed(hash((cfg.seed, step, rank)) % 2**31)
-            loss, _ = module(batch.mel, batch.tokens, batch.labels, batch.row_utt, batch.row_frames, batch.chunk_ms,
-                             batch.tau0_ms, batch.utt_frames)
+            batch, _, _ = step_batch(cfg, utterances, mels, step=step, rank=rank, world=world,
+                                     steps_per_epoch=steps_per_epoch, prefix=prefix, eot=tokenizer.eot, device=device)
+            loss = batch_loss(module, batch, cfg.seed, step, rank)
             (loss / world).backward()
             step_loss += float(loss.detach()) / world
-        torch.nn.utils.clip_grad_norm_(trainable_parameters(model), cfg.grad_clip)
-        optimizer.step()
-        scheduler.step()
+        optimizer_step(model, optimizer, scheduler, cfg.grad_clip)
         losses.append(step_loss)
     if device.type == "cuda":
         torch.cuda.synchronize()

@@ -70,6 +70,39 @@ class MelCache:
         return self._mels[utt.key]
 
 
+def step_batch(cfg: FinetuneConfig, utterances: list[TrainUtterance], mels: MelCache, *, step: int, rank: int,
+               world: int, steps_per_epoch: int, prefix: list[int], eot: int, device) -> tuple[Any, int, int]:
+    """(this rank's batch of ``step`` on ``device``, epoch, chunk_ms): its slice of the epoch's seeded permutation,
+    augmented and sampled with generators seeded by (seed, step, rank), so a resumed or emulated rank gets the
+    same batch."""
+    epoch, index = divmod(step, steps_per_epoch)
+    batch_ids = rank_batches(len(utterances), world, rank, cfg.batch_size, cfg.seed, epoch)[index]
+    chunk_ms = chunk_for_step(cfg, step)
+    originals = [utterances[i] for i in batch_ids]
+    augment_rng = np.random.default_rng([cfg.seed, step, rank, 2])
+    batch_utts = [augment(u, cfg.augment, cfg.margin_ms, augment_rng) for u in originals]
+    batch = collate(batch_utts, [mels(u, cached=u is o) for u, o in zip(batch_utts, originals)], chunk_ms=chunk_ms,
+                    tau0_ms=cfg.resolved_tau0_ms, fraction=cfg.fraction_for(chunk_ms), margin_ms=cfg.margin_ms,
+                    prefix=prefix, eot=eot, rng=np.random.default_rng([cfg.seed, step, rank])).to(device)
+    return batch, epoch, chunk_ms
+
+
+def batch_loss(module: torch.nn.Module, batch, seed: int, step: int, rank: int) -> torch.Tensor:
+    """The :class:`SamplePointLoss` of one batch (``module``: the loss itself or its DDP wrapper)."""
+    torch.manual_seed(hash((seed, step, rank)) % 2**31)  # LoRA dropout: same masks after a resume
+    loss, _ = module(batch.mel, batch.tokens, batch.labels, batch.row_utt, batch.row_frames, batch.chunk_ms,
+                     batch.tau0_ms, batch.utt_frames)
+    return loss
+
+
+def optimizer_step(model: torch.nn.Module, optimizer, scheduler, grad_clip: float) -> torch.Tensor:
+    """Clip the LoRA gradients, step the optimizer and the schedule; the norm before clipping."""
+    grad_norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(model), grad_clip)
+    optimizer.step()
+    scheduler.step()
+    return grad_norm
+
+
 def save_checkpoint(directory: Path, model: torch.nn.Module, cfg: FinetuneConfig, meta: dict, optimizer, scheduler,
                     step: int) -> None:
     save_adapter(model, cfg.lora, directory / "adapter", {**meta, "step": step})
@@ -168,25 +201,13 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             if cfg.chaos and rank == cfg.chaos.rank and step == cfg.chaos.at_step and not os.path.exists(cfg.chaos.marker):
                 kill_after_commit(cfg, rank, step)
             t0 = time.perf_counter()
-            epoch, index = divmod(step, steps_per_epoch)
-            batch_ids = rank_batches(len(utterances), world, rank, cfg.batch_size, cfg.seed, epoch)[index]
-            chunk_ms = chunk_for_step(cfg, step)
-            originals = [utterances[i] for i in batch_ids]
-            augment_rng = np.random.default_rng([cfg.seed, step, rank, 2])
-            batch_utts = [augment(u, cfg.augment, cfg.margin_ms, augment_rng) for u in originals]
-            batch = collate(batch_utts, [mels(u, cached=u is o) for u, o in zip(batch_utts, originals)],
-                            chunk_ms=chunk_ms,
-                            tau0_ms=cfg.resolved_tau0_ms, fraction=cfg.fraction_for(chunk_ms),
-                            margin_ms=cfg.margin_ms, prefix=prefix, eot=tokenizer.eot,
-                            rng=np.random.default_rng([cfg.seed, step, rank])).to(device)
-            torch.manual_seed(hash((cfg.seed, step, rank)) % 2**31)  # LoRA dropout: same masks after a resume
-            loss, _ = ddp(batch.mel, batch.tokens, batch.labels, batch.row_utt, batch.row_frames, batch.chunk_ms,
-                          batch.tau0_ms, batch.utt_frames)
+            batch, epoch, chunk_ms = step_batch(cfg, utterances, mels, step=step, rank=rank, world=world,
+                                                steps_per_epoch=steps_per_epoch, prefix=prefix, eot=tokenizer.eot,
+                                                device=device)
+            loss = batch_loss(ddp, batch, cfg.seed, step, rank)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(model), cfg.grad_clip)
-            optimizer.step()
-            scheduler.step()
+            grad_norm = optimizer_step(model, optimizer, scheduler, cfg.grad_clip)
             seconds = time.perf_counter() - t0
             done = step + 1
             metrics = {"step": done, "epoch": epoch, "loss": all_reduce_mean(float(loss)), "lr": scheduler.get_last_lr()[0],
