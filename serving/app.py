@@ -108,7 +108,8 @@ class Recognizer:
         """This replica's table to the ledger, every 2 s: the truth that replaces what the ledger counted for it."""
         while not self._stop.wait(2.0):
             try:
-                self.ledger.sync.remote(self.replica_id, dict(self.clients.open)).result(timeout_s=10)
+                version, table = self.clients.snapshot()
+                self.ledger.sync.remote(self.replica_id, table, version).result(timeout_s=10)
             except Exception as err:  # the ledger is being replaced: the next sync rebuilds it
                 log.warning("client ledger sync: %s", err)
 
@@ -167,13 +168,15 @@ class Recognizer:
         else:
             self.pending += 1
         if self.ledger is not None:
+            # counted here first: a table the sync thread sends while the ledger is asked holds this connection
+            self.clients.enter(client)
             try:
-                code = await self.ledger.enter.remote(self.replica_id, client)
+                code = await self.ledger.enter.remote(self.replica_id, client, self.clients.version)
             except Exception as err:  # no ledger reachable: this replica's own count, at the same limit
                 log.warning("client ledger: %s", err)
-                code = "client_limit" if self.clients.open.get(client, 0) >= s.max_per_client else None
-            if not code:
-                self.clients.enter(client)
+                code = "client_limit" if self.clients.open.get(client, 0) > s.max_per_client else None
+            if code:
+                self.clients.leave(client)
         else:
             code = None if self.clients.enter(client) else "client_limit"
         if code:
@@ -186,8 +189,8 @@ class Recognizer:
 
     def _leave(self, client: str) -> None:
         self.clients.leave(client)
-        if self.ledger is not None:
-            self.ledger.leave.remote(self.replica_id, client)  # not awaited: the next sync corrects a lost one
+        if self.ledger is not None:  # not awaited: the next sync corrects a lost one
+            self.ledger.leave.remote(self.replica_id, client, self.clients.version)
 
     # ------------------------------------------------------------------ HTTP
     @api.get("/")

@@ -4,7 +4,12 @@ replicas its connections are spread over. It is part of the app: deployed, repla
 
 Replicas die (a node lost, a SIGKILL): their entries must not lock their clients out forever. Each replica sends the
 ledger its own table every ``sync_s`` (the truth about its connections, replacing what the ledger held for it); a
-replica silent for ``stale_s`` is dropped. New connections are also rate-limited per client (a token bucket of
+replica silent for ``stale_s`` is dropped. A table is a snapshot taken on the replica's sync thread, and it can arrive
+after a connection the snapshot missed has been counted here; so every change and snapshot carries the replica's
+change counter (``serving.guard.ClientTable.version``), a snapshot older than a change already counted is dropped, and
+a change the latest snapshot already holds is not counted twice. A replica counts a connection before it asks here,
+so a snapshot taken while it waits holds it (one taken while a refused connection is being taken back holds it
+too: the client is over-counted until the next sync, never under-counted). New connections are also rate-limited per client (a token bucket of
 ``per_minute`` connections), so a client cannot make the server do a handshake's work in a tight loop.
 """
 
@@ -21,6 +26,7 @@ class ClientLedger:
         self.limit, self.per_minute, self.stale_s = limit, per_minute, stale_s
         self.tables: dict[str, dict[str, int]] = {}  # replica → client → open connections
         self.seen: dict[str, float] = {}  # replica → last sync
+        self.versions: dict[str, int] = {}  # replica → newest change counter counted (ClientTable.version)
         self.buckets: dict[str, tuple[float, float]] = {}  # client → (tokens, at)
 
     def _expire(self) -> None:
@@ -45,28 +51,48 @@ class ClientLedger:
                 del self.buckets[key]
         return True
 
-    def enter(self, replica: str, client: str) -> str | None:
-        """None (admitted, counted on ``replica``), or the refusal code."""
-        self._expire()
-        self.seen.setdefault(replica, time.monotonic())
-        if not self._rate_ok(client):
-            return "client_rate"
-        if self.limit and sum(t.get(client, 0) for t in self.tables.values()) >= self.limit:
-            return "client_limit"
-        table = self.tables.setdefault(replica, {})
-        table[client] = table.get(client, 0) + 1
-        return None
+    def _held(self, replica: str, version: int | None) -> bool:
+        """Whether the replica's latest table here already holds its change ``version``; records it as seen."""
+        held = version is not None and version <= self.versions.get(replica, -1)
+        if version is not None:
+            self.versions[replica] = max(version, self.versions.get(replica, -1))
+        return held
 
-    def leave(self, replica: str, client: str) -> None:
+    def _drop(self, replica: str, client: str) -> None:
         table = self.tables.get(replica, {})
         if table.get(client, 0) > 1:
             table[client] -= 1
         else:
             table.pop(client, None)
 
-    def sync(self, replica: str, table: dict[str, int]) -> None:
-        self.tables[replica] = dict(table)
+    def enter(self, replica: str, client: str, version: int | None = None) -> str | None:
+        """None (admitted, counted on ``replica``), or the refusal code. ``version``: the replica's change counter
+        after it counted this connection itself (it takes it back when refused)."""
+        self._expire()
+        self.seen.setdefault(replica, time.monotonic())
+        held = self._held(replica, version)
+        table = self.tables.setdefault(replica, {})
+        if not held:
+            table[client] = table.get(client, 0) + 1
+        code = None
+        if not self._rate_ok(client):
+            code = "client_rate"
+        elif self.limit and sum(t.get(client, 0) for t in self.tables.values()) > self.limit:
+            code = "client_limit"
+        if code:  # the replica takes the connection back: so does its table here
+            self._drop(replica, client)
+        return code
+
+    def leave(self, replica: str, client: str, version: int | None = None) -> None:
+        if not self._held(replica, version):
+            self._drop(replica, client)
+
+    def sync(self, replica: str, table: dict[str, int], version: int | None = None) -> None:
         self.seen[replica] = time.monotonic()
+        if version is None or version >= self.versions.get(replica, -1):
+            self.tables[replica] = dict(table)
+            if version is not None:
+                self.versions[replica] = version
         self._expire()
 
     def open(self) -> dict[str, int]:

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import hmac
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -67,24 +68,38 @@ def token_ok(expected: str | None, offered: str | None) -> bool:
 
 
 class ClientTable:
-    """Open connections per client address; ``enter`` refuses past ``limit`` (0: no limit)."""
+    """Open connections per client address; ``enter`` refuses past ``limit`` (0: no limit).
+
+    ``version`` counts the changes: an app's ledger (``serving.clients``) takes a replica's table only when it is
+    at least as new as every change it has already counted. ``snapshot`` is read from the sync thread while the
+    event loop changes the table, hence the lock."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.open: dict[str, int] = {}
+        self.version = 0
+        self._lock = threading.Lock()
 
     def enter(self, client: str) -> bool:
-        if self.limit and self.open.get(client, 0) >= self.limit:
-            return False
-        self.open[client] = self.open.get(client, 0) + 1
-        return True
+        with self._lock:
+            if self.limit and self.open.get(client, 0) >= self.limit:
+                return False
+            self.open[client] = self.open.get(client, 0) + 1
+            self.version += 1
+            return True
 
     def leave(self, client: str) -> None:
-        left = self.open.get(client, 0) - 1
-        if left > 0:
-            self.open[client] = left
-        else:
-            self.open.pop(client, None)
+        with self._lock:
+            left = self.open.get(client, 0) - 1
+            if left > 0:
+                self.open[client] = left
+            else:
+                self.open.pop(client, None)
+            self.version += 1
+
+    def snapshot(self) -> tuple[int, dict[str, int]]:
+        with self._lock:
+            return self.version, dict(self.open)
 
 
 @dataclass

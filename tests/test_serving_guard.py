@@ -137,3 +137,54 @@ def test_any_text_message_parses_or_is_refused_with_a_code(text):
             assert config.chunk_ms is None or type(config.chunk_ms) is int
     except ProtocolError as err:
         assert err.code in ("bad_message", "bad_config")
+
+
+def _ledger(limit: int = 2):
+    from serving.clients import ClientLedger
+
+    return ClientLedger.func_or_class(limit, per_minute=0)
+
+
+def test_a_stale_table_does_not_erase_a_connection_counted_after_it():
+    """The race a replica's sync thread runs: its snapshot (taken before a connection) reaches the ledger after
+    that connection was counted. The table must not erase it, or a third connection from the client gets in."""
+    ledger, replica = _ledger(), ClientTable(0)
+    stale = replica.snapshot()  # the sync thread's copy, before any connection
+    for _ in range(2):
+        replica.enter("c")
+        assert ledger.enter("r1", "c", replica.version) is None
+    ledger.sync("r1", stale[1], stale[0])  # arrives late
+    assert ledger.open() == {"c": 2}
+    replica.enter("c")
+    assert ledger.enter("r1", "c", replica.version) == "client_limit"
+    replica.leave("c")
+    assert ledger.open() == {"c": 2}
+
+
+def test_a_table_that_already_holds_a_connection_does_not_count_it_twice():
+    ledger, replica = _ledger(), ClientTable(0)
+    replica.enter("c")
+    fresh = replica.snapshot()  # taken while the replica waits for the ledger's answer, arrives first
+    ledger.sync("r1", fresh[1], fresh[0])
+    assert ledger.enter("r1", "c", replica.version) is None
+    assert ledger.open() == {"c": 1}
+    replica.leave("c")
+    ledger.leave("r1", "c", replica.version)
+    assert ledger.open() == {}
+    ledger.sync("r1", *reversed(fresh))  # an old table after the leave: dropped
+    assert ledger.open() == {}
+
+
+def test_the_limit_spans_replicas_and_a_refusal_leaves_no_count():
+    ledger, a, b = _ledger(), ClientTable(0), ClientTable(0)
+    for replica, name in ((a, "a"), (b, "b")):
+        replica.enter("c")
+        assert ledger.enter(name, "c", replica.version) is None
+    b.enter("c")
+    b_version = b.version
+    ledger.sync("b", *reversed(b.snapshot()))  # b's table holding the connection it is asking about
+    assert ledger.enter("b", "c", b_version) == "client_limit"
+    assert ledger.open() == {"c": 2}
+    b.leave("c")
+    ledger.sync("b", *reversed(b.snapshot()))
+    assert ledger.open() == {"c": 2}
