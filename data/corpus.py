@@ -14,6 +14,10 @@ resolved to absolute paths.
 
 Problems found while reading (a transcript line without audio, audio without a transcript,
 a malformed line, a duplicate id) become `ScanReject`s: nothing is dropped silently.
+
+Every reader is a generator (``iter_corpus``: items and rejects as they are read, unsorted, duplicates kept), so a
+build of a corpus of any size holds no list of them: ``data.inputs.scan_inputs`` streams them into a columnar table.
+``read_corpus`` (and ``read_folder``, ``read_table``, ``read_lhotse``) collect them for callers that want lists.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import json
 import os
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -110,69 +114,98 @@ def _is_dir(path: Loc) -> bool:
     return path.is_dir() if isinstance(path, Path) else fs.isdir(path)
 
 
-def _entries(folder: Loc) -> list[Loc]:
-    return sorted(folder.iterdir()) if isinstance(folder, Path) else fs.listdir(folder)
+def _entry_names(folder: Loc) -> list[str]:
+    """The names in a folder (strings, not paths: a folder of 100k files lists in ~6 MB, not ~25)."""
+    if isinstance(folder, Path):
+        return sorted(os.listdir(folder))
+    return [fs.name(u) for u in fs.listdir(folder)]
+
+
+def _lines(path: Loc) -> Iterator[str]:
+    """A text file's lines, read as they are asked for (a local file is never held whole)."""
+    if isinstance(path, Path):
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                yield line.rstrip("\r\n")
+    else:
+        yield from fs.read_text(path).splitlines()
 
 
 def _read_text(path: Loc) -> str:
     return path.read_text(encoding="utf-8") if isinstance(path, Path) else fs.read_text(path)
 
 
-def read_corpus(spec: str | Path) -> Scan:
+Read = CorpusItem | ScanReject
+
+
+def iter_corpus(spec: str | Path) -> Iterator[Read]:
+    """The items and rejects of a corpus description as they are read (unsorted; duplicate ids not yet rejected).
+
+    The description is checked before the first item is asked for (a missing corpus raises at once)."""
     text = str(spec)
     if text.startswith("lhotse:"):
         recordings, _, supervisions = text[len("lhotse:") :].partition(",")
         if not supervisions:
             raise ValueError("lhotse corpus spec is 'lhotse:<recordings>,<supervisions>'")
-        # manifests in object storage are fetched to temporary files (lhotse reads local paths); the audio they
-        # name stays where it is
-        with fs.local_copy(recordings) as rec_file, fs.local_copy(supervisions) as sup_file:
-            items, rejects = read_lhotse(Path(rec_file), Path(sup_file),
-                                         corpus=Path(fs.name(supervisions)).name.split(".")[0])
-    elif fs.is_remote(text):
+        return _iter_lhotse_spec(recordings, supervisions)
+    if fs.is_remote(text):
         url = _loc(text)
         if not fs.exists(url):
             raise FileNotFoundError(f"corpus not found: {url}")
         if fs.isdir(url):
-            items, rejects = _read_folders(url)
-        elif _suffix(url) == ".jsonl":
-            items, rejects = read_table(url, _jsonl_rows(url))
-        elif _suffix(url) == ".csv":
-            items, rejects = read_table(url, list(csv.DictReader(io.StringIO(fs.read_text(url), newline=""))))
-        else:
-            raise ValueError(f"unknown corpus description {url}: expected a folder, .jsonl, .csv or lhotse:…")
-    else:
-        path = Path(spec).expanduser().resolve()
-        if not path.exists():
-            raise FileNotFoundError(f"corpus not found: {path}")
-        if path.is_dir():
-            items, rejects = _read_folders(path)
-        elif path.suffix == ".jsonl":
-            items, rejects = read_table(path, _jsonl_rows(path))
-        elif path.suffix == ".csv":
-            with path.open(newline="", encoding="utf-8") as fh:
-                items, rejects = read_table(path, list(csv.DictReader(fh)))
-        else:
-            raise ValueError(f"unknown corpus description {path}: expected a folder, .jsonl, .csv or lhotse:…")
-    return _dedupe(items, rejects)
+            return _iter_folders(url)
+        if _suffix(url) == ".jsonl":
+            return iter_table(url, _jsonl_rows(url))
+        if _suffix(url) == ".csv":
+            return iter_table(url, csv.DictReader(io.StringIO(fs.read_text(url), newline="")))
+        raise ValueError(f"unknown corpus description {url}: expected a folder, .jsonl, .csv or lhotse:…")
+    path = Path(spec).expanduser().resolve()
+    if not path.exists():
+        raise FileNotFoundError(f"corpus not found: {path}")
+    if path.is_dir():
+        return _iter_folders(path)
+    if path.suffix == ".jsonl":
+        return iter_table(path, _jsonl_rows(path))
+    if path.suffix == ".csv":
+        return _iter_csv(path)
+    raise ValueError(f"unknown corpus description {path}: expected a folder, .jsonl, .csv or lhotse:…")
 
 
-def _read_folders(root: Loc) -> tuple[list[CorpusItem], list[ScanReject]]:
+def read_corpus(spec: str | Path) -> Scan:
+    """The whole corpus, sorted by id, duplicate ids rejected (for callers that want it in memory)."""
+    return _dedupe(*_collect(iter_corpus(spec)))
+
+
+def _collect(reads: Iterable[Read]) -> tuple[list[CorpusItem], list[ScanReject]]:
+    items: list[CorpusItem] = []
+    rejects: list[ScanReject] = []
+    for r in reads:
+        (items if isinstance(r, CorpusItem) else rejects).append(r)
+    return items, rejects
+
+
+def _iter_lhotse_spec(recordings: str, supervisions: str) -> Iterator[Read]:
+    # manifests in object storage are fetched to temporary files (lhotse reads local paths); the audio they name
+    # stays where it is
+    with fs.local_copy(recordings) as rec_file, fs.local_copy(supervisions) as sup_file:
+        yield from iter_lhotse(Path(rec_file), Path(sup_file), corpus=Path(fs.name(supervisions)).name.split(".")[0])
+
+
+def _iter_csv(path: Path) -> Iterator[Read]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        yield from iter_table(path, csv.DictReader(fh))
+
+
+def _iter_folders(root: Loc) -> Iterator[Read]:
     if _exists(_join(root, "transcripts.tsv")):
-        return read_folder(root)
+        return iter_folder(root)
     if isinstance(root, Path):
         subdirs = sorted(p for p in root.iterdir() if (p / "transcripts.tsv").exists())
     else:  # one listing instead of a request per entry
         subdirs = sorted(fs.parent(t) for t in fs.glob(fs.join(root, "*", "transcripts.tsv")))
     if not subdirs:
         raise ValueError(f"{root}: no transcripts.tsv here or in any sub-folder")
-    items: list[CorpusItem] = []
-    rejects: list[ScanReject] = []
-    for sub in subdirs:
-        sub_items, sub_rejects = read_folder(sub)
-        items += sub_items
-        rejects += sub_rejects
-    return items, rejects
+    return (r for sub in subdirs for r in iter_folder(sub))
 
 
 # Speaker ids that public corpora put in their utterance ids, for folders without a speakers.tsv (so that a split
@@ -193,60 +226,71 @@ def speaker_from_id(utt_id: str) -> str | None:
 
 def read_folder(folder: str | Path) -> tuple[list[CorpusItem], list[ScanReject]]:
     """One corpus folder (a local path or a URL): transcripts.tsv + audio files (in wav/ or beside the tsv)."""
+    return _collect(iter_folder(folder))
+
+
+def iter_folder(folder: str | Path) -> Iterator[Read]:
+    """:func:`read_folder` as it reads: the transcript lines one by one (the audio folder is listed once: file
+    names only)."""
     folder = _loc(folder)
     audio_dir = _join(folder, "wav") if _is_dir(_join(folder, "wav")) else folder
-    audio = {_stem(p): p for p in _entries(audio_dir) if _suffix(p).lower() in AUDIO_SUFFIXES}
+    audio = {_stem(name): name for name in _entry_names(audio_dir) if _suffix(name).lower() in AUDIO_SUFFIXES}
     speakers_tsv = _join(folder, "speakers.tsv")
-    speakers = dict(_tsv_pairs(speakers_tsv)[0]) if _exists(speakers_tsv) else {}
-    pairs, bad_lines = _tsv_pairs(_join(folder, "transcripts.tsv"))
-    items: list[CorpusItem] = []
-    rejects = [ScanReject(f"{_name(folder)}:line{n}", str(_join(folder, "transcripts.tsv")), "bad_manifest_line",
-                          line) for n, line in bad_lines]
+    speakers = dict(p for p in _tsv_pairs(speakers_tsv) if not isinstance(p, BadLine)) if _exists(speakers_tsv) else {}
+    transcripts = _join(folder, "transcripts.tsv")
+    corpus = _name(folder)
     seen: set[str] = set()
-    for utt_id, text in pairs:
-        seen.add(utt_id)
-        path = audio.get(utt_id)
-        if path is None:
-            rejects.append(ScanReject(utt_id, str(_join(audio_dir, f"{utt_id}.wav")), "missing_audio",
-                                      "no audio file for this transcript line"))
+    for line in _tsv_pairs(transcripts):
+        if isinstance(line, BadLine):
+            yield ScanReject(f"{corpus}:line{line.number}", str(transcripts), "bad_manifest_line", line.text)
             continue
-        speaker = speakers.get(utt_id) or speaker_from_id(utt_id) or _name(folder)
+        utt_id, text = line
+        seen.add(utt_id)
+        name = audio.get(utt_id)
+        if name is None:
+            yield ScanReject(utt_id, str(_join(audio_dir, f"{utt_id}.wav")), "missing_audio",
+                             "no audio file for this transcript line")
+            continue
+        path = str(_join(audio_dir, name))
+        speaker = speakers.get(utt_id) or speaker_from_id(utt_id) or corpus
         spoken = strip_annotations(text)
         if text.strip() and not spoken:  # an empty line is the prepare stage's `empty_transcript`
-            rejects.append(ScanReject(utt_id, str(path), "annotations_only", text[:200]))
+            yield ScanReject(utt_id, path, "annotations_only", text[:200])
             continue
-        items.append(CorpusItem(utt_id, str(path), spoken, speaker, _name(folder)))
-    for stem, path in audio.items():
+        yield CorpusItem(utt_id, path, spoken, speaker, corpus)
+    for stem, name in audio.items():
         if stem not in seen:
-            rejects.append(ScanReject(stem, str(path), "missing_transcript", "audio file has no line in transcripts.tsv"))
-    return items, rejects
+            yield ScanReject(stem, str(_join(audio_dir, name)), "missing_transcript",
+                             "audio file has no line in transcripts.tsv")
 
 
-def _tsv_pairs(path: Loc) -> tuple[list[tuple[str, str]], list[tuple[int, str]]]:
-    pairs: list[tuple[str, str]] = []
-    bad: list[tuple[int, str]] = []
-    for n, line in enumerate(_read_text(path).splitlines(), start=1):
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    number: int  # 1-based
+    text: str  # the line, cut to 200 characters
+
+
+def _tsv_pairs(path: Loc) -> Iterator[tuple[str, str] | BadLine]:
+    """(utt_id, text) per line of a two-column TSV; a line without a tab or an id is a :class:`BadLine`."""
+    for n, line in enumerate(_lines(path), start=1):
         if not line.strip():
             continue
         utt_id, tab, text = line.partition("\t")
         if not tab or not utt_id.strip():
-            bad.append((n, line[:200]))
+            yield BadLine(n, line[:200])
             continue
-        pairs.append((utt_id.strip(), text.strip()))
-    return pairs, bad
+        yield utt_id.strip(), text.strip()
 
 
-def _jsonl_rows(path: Loc) -> list[dict]:
-    rows = []
-    for n, line in enumerate(_read_text(path).splitlines(), start=1):
+def _jsonl_rows(path: Loc) -> Iterator[dict]:
+    for n, line in enumerate(_lines(path), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            rows.append(row if isinstance(row, dict) else {"_bad": line, "_line": n})
+            yield row if isinstance(row, dict) else {"_bad": line, "_line": n}
         except json.JSONDecodeError:
-            rows.append({"_bad": line, "_line": n})
-    return rows
+            yield {"_bad": line, "_line": n}
 
 
 def _first(row: dict, *names: str) -> str | None:
@@ -285,32 +329,38 @@ def _resolve_audio(manifest: Loc, audio: str) -> Loc:
 
 def read_table(manifest: str | Path, rows: Iterable[dict]) -> tuple[list[CorpusItem], list[ScanReject]]:
     """JSONL/CSV manifest rows → items; rows missing an id, audio or text become rejects."""
+    return _collect(iter_table(manifest, rows))
+
+
+def iter_table(manifest: str | Path, rows: Iterable[dict]) -> Iterator[Read]:
+    """:func:`read_table` row by row."""
     manifest = _loc(manifest)
     listing = _RemoteListing()
     name, stem = _name(manifest), _stem(manifest)
-    items: list[CorpusItem] = []
-    rejects: list[ScanReject] = []
     for n, row in enumerate(rows, start=1):
         utt_id = _first(row, "id", "utt_id")
         audio = _first(row, "audio_path", "audio", "path")
         text = _first(row, "text", "transcript")
         if "_bad" in row or utt_id is None or audio is None:
-            rejects.append(ScanReject(utt_id or f"{name}:line{row.get('_line', n)}", str(manifest),
-                                      "bad_manifest_line", str(row.get("_bad", row))[:200]))
+            yield ScanReject(utt_id or f"{name}:line{row.get('_line', n)}", str(manifest), "bad_manifest_line",
+                             str(row.get("_bad", row))[:200])
             continue
         audio_path = _resolve_audio(manifest, audio)
         if not (audio_path.exists() if isinstance(audio_path, Path) else listing.exists(audio_path)):
-            rejects.append(ScanReject(utt_id, str(audio_path), "missing_audio", "audio path does not exist"))
+            yield ScanReject(utt_id, str(audio_path), "missing_audio", "audio path does not exist")
             continue
         duration = _first(row, "duration_s")
-        items.append(CorpusItem(utt_id, str(audio_path), text or "", _first(row, "speaker") or stem,
-                                stem, float(_first(row, "start_s") or 0.0),
-                                float(duration) if duration else None))
-    return items, rejects
+        yield CorpusItem(utt_id, str(audio_path), text or "", _first(row, "speaker") or stem, stem,
+                         float(_first(row, "start_s") or 0.0), float(duration) if duration else None)
 
 
 def read_lhotse(recordings: Path, supervisions: Path, corpus: str | None = None
                 ) -> tuple[list[CorpusItem], list[ScanReject]]:
+    """:func:`iter_lhotse`, collected."""
+    return _collect(iter_lhotse(recordings, supervisions, corpus))
+
+
+def iter_lhotse(recordings: Path, supervisions: Path, corpus: str | None = None) -> Iterator[Read]:
     """Lhotse RecordingSet + SupervisionSet (``lhotse prepare librispeech|commonvoice``, data/recipes.py).
 
     One item per supervision, over ``start``/``duration`` of its recording. The build reads audio files itself
@@ -319,16 +369,17 @@ def read_lhotse(recordings: Path, supervisions: Path, corpus: str | None = None
     transforms other than resampling (the build resamples anyway) and a supervision on some channels of a
     multi-channel file (the build downmixes every channel) become `ScanReject`s saying why. Relative source
     paths are relative to the working directory, as in lhotse.
+
+    The supervisions (one per item) are read lazily from a JSONL manifest; the recordings are looked up by id,
+    so they are loaded whole (one per audio file: fewer and smaller).
     """
     try:
-        from lhotse import load_manifest
+        from lhotse import load_manifest, load_manifest_lazy
     except ImportError as err:  # optional dependency
         raise ImportError("reading lhotse manifests needs `pip install whisperline[lhotse]`") from err
     recs = load_manifest(recordings)
-    sups = load_manifest(supervisions)
+    sups = (load_manifest_lazy(supervisions) or []) if ".jsonl" in supervisions.name else load_manifest(supervisions)
     corpus = corpus or supervisions.name.split(".")[0]
-    items: list[CorpusItem] = []
-    rejects: list[ScanReject] = []
     for sup in sups:
         rec = recs[sup.recording_id] if sup.recording_id in recs else None
         problem = None
@@ -350,13 +401,12 @@ def read_lhotse(recordings: Path, supervisions: Path, corpus: str | None = None
                            f"{rec.id!r}: the build mixes all channels down")
         if problem:
             source = str(rec.sources[0].source) if rec is not None and rec.sources else str(supervisions)
-            rejects.append(ScanReject(sup.id, source, "unsupported_recording", problem))
+            yield ScanReject(sup.id, source, "unsupported_recording", problem)
             continue
         source = str(rec.sources[0].source)
         audio_path = source if fs.is_remote(source) else str(Path(source).resolve())
-        items.append(CorpusItem(sup.id, audio_path, sup.text or "", sup.speaker or rec.id, corpus, float(sup.start),
-                                float(sup.duration)))
-    return items, rejects
+        yield CorpusItem(sup.id, audio_path, sup.text or "", sup.speaker or rec.id, corpus, float(sup.start),
+                         float(sup.duration))
 
 
 def _dedupe(items: list[CorpusItem], rejects: list[ScanReject]) -> Scan:

@@ -1,32 +1,35 @@
 """The build's inputs as one Parquet table in the work store: what the driver passes on is where it is, not what.
 
-The scan (``data.stages.scan``) reads the corpus description and hashes every input's bytes; ``write_inputs``
+The scan (``data.scan.scan``) streams the corpus description into a columnar table and hashes every input's bytes;
+``write_inputs_table``
 assigns the splits (this needs the whole corpus: ``split_by=auto`` counts a corpus's speakers), sorts the inputs
 into the build order — (split, shard key), so the parts read back in batch order are the shards' order — and writes
 them, with the scan's rejects, as a Parquet table named by its content. From then on the build passes an
 ``InputsRef`` (the table's path, its row count and the digest of its content keys) and ``BatchRef``s (a row
 range): a worker reads its batch's rows itself (``read_batch``: the row groups that hold them), so the batches'
-inputs never pass through the flow, its task parameters or its results. The scan and ``write_inputs`` still run in
-the driver (a no-op rebuild must not wait for a worker's start-up) and hold the corpus as Python objects until the
-table is written (~1.2 KB per input: ~0.34 GB at LibriSpeech-960's 281k inputs, freed afterwards); streaming the
-corpus readers into the table would bound that too.
+inputs never pass through the flow, its task parameters or its results. The scan and the write run in the driver
+(a no-op rebuild must not wait for a worker's start-up); they hold the corpus as Arrow columns, not Python objects
+(``data.scan``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from configs.dataset import DatasetConfig
 from data import fs
-from data.corpus import CorpusItem, sample_key
+from data.corpus import CorpusItem
 from data.records import Reject, Scanned
-from data.splits import assign_balanced, assign_split, split_groups
+from data.scan import item_table, rows_of
+from data.splits import assign_split, deal_groups, known_speakers, split_group
 
 # rows per row group: a batch (``align_batch_size`` rows, 32 by default) reads one or two groups, and the footer
 # stays small (49 groups at 50,000 inputs)
@@ -82,32 +85,52 @@ class BatchRef:
         return BatchRef(**value)
 
 
-def assign_splits(items: Sequence[CorpusItem], cfg: DatasetConfig) -> list[str]:
-    groups = split_groups(items, cfg.split_by)
+def assign_splits(table: pa.Table, cfg: DatasetConfig) -> pa.Array:
+    """A split per row of a scan's table (``data.scan.SCANNED_SCHEMA``), read a record batch at a time: one
+    string per row is held (the split's, interned), not the rows."""
+    cols = ["utt_id", "speaker", "corpus"]
+    known = known_speakers((r["speaker"], r["corpus"]) for r in rows_of(table, ["speaker", "corpus"])) \
+        if cfg.split_by == "auto" else {}
+
+    def group(r: dict) -> str:
+        return split_group(r["utt_id"], r["speaker"], r["corpus"], cfg.split_by, known)
+
     if cfg.split_balance == "words":
-        return assign_balanced(groups, [len(i.transcript.split()) for i in items], cfg.splits, cfg.split_salt)
-    return [assign_split(g, cfg.splits, cfg.split_salt) for g in groups]
+        size: dict[str, float] = defaultdict(float)
+        for r in rows_of(table, [*cols, "transcript"]):
+            size[group(r)] += len(r["transcript"].split())
+        chosen = deal_groups(size, cfg.splits, cfg.split_salt)
+        return pa.array([chosen[group(r)] for r in rows_of(table, cols)], pa.string())
+    return pa.array([assign_split(group(r), cfg.splits, cfg.split_salt) for r in rows_of(table, cols)], pa.string())
 
 
 def write_inputs(scanned: Sequence[Scanned], scan_rejects: Sequence[Reject], cfg: DatasetConfig,
                  work_root: str) -> InputsRef:
+    """:func:`write_inputs_table` for inputs held as objects."""
+    table = item_table((s.item for s in scanned), (s.source_sha256 for s in scanned))
+    return write_inputs_table(table, scan_rejects, cfg, work_root)
+
+
+def write_inputs_table(table: pa.Table, scan_rejects: Sequence[Reject], cfg: DatasetConfig,
+                       work_root: str) -> InputsRef:
     """Assign splits, sort into the build order and write the table (content-addressed: the same scan and split
-    settings give the same path and bytes, whichever process writes it)."""
-    items = [s.item for s in scanned]
-    splits = assign_splits(items, cfg)
-    order = sorted(range(len(items)), key=lambda i: (splits[i], sample_key(items[i].utt_id)))
-    columns: dict[str, list] = {name: [] for name in INPUTS_SCHEMA.names}
+    settings give the same path and bytes, whichever process writes it). ``table``: ``data.scan.SCANNED_SCHEMA``."""
+    table = table.append_column("split", assign_splits(table, cfg))
+    # the build order as indices; the table is taken, hashed into the digest and written (compressed, in memory:
+    # the path is the digest) a row group at a time, as a sorted copy would double it
+    order = pc.sort_indices(table.select(["split", "key"]), [("split", "ascending"), ("key", "ascending")])
     digest = hashlib.sha256()
-    for i in order:
-        s = scanned[i]
-        for name in CorpusItem.__slots__:
-            columns[name].append(getattr(s.item, name))
-        columns["source_sha256"].append(s.source_sha256)
-        columns["split"].append(splits[i])
-        digest.update(f"{s.content_key}|{splits[i]}\n".encode())
-    del items
-    table = pa.table(columns, schema=INPUTS_SCHEMA)
-    del columns
+    inputs_file = io.BytesIO()
+    with pq.ParquetWriter(inputs_file, INPUTS_SCHEMA, compression="zstd") as writer:
+        for start in range(0, table.num_rows, ROW_GROUP):
+            part = table.take(order.slice(start, ROW_GROUP))
+            for r in rows_of(part, ["source_sha256", "start_s", "duration_s", "transcript", "speaker", "utt_id",
+                                    "split"]):
+                content_key = (f"{r['source_sha256']}|{r['start_s']}|{r['duration_s']}|{r['transcript']}|"
+                               f"{r['speaker']}|{r['utt_id']}")  # data.records.Scanned.content_key
+                digest.update(f"{content_key}|{r['split']}\n".encode())
+            writer.write_table(part.select(INPUTS_SCHEMA.names).cast(INPUTS_SCHEMA), row_group_size=ROW_GROUP)
+    n_rows = table.num_rows
     ordered_rejects = sorted(scan_rejects, key=lambda r: (r.utt_id, r.reason, r.source_path))
     for r in ordered_rejects:
         digest.update(f"reject|{r.utt_id}|{r.reason}|{r.source_path}\n".encode())
@@ -115,12 +138,13 @@ def write_inputs(scanned: Sequence[Scanned], scan_rejects: Sequence[Reject], cfg
                                     for r in ordered_rejects], schema=SCAN_REJECTS_SCHEMA)
     key = digest.hexdigest()
     base = fs.join(work_root, "inputs", key[:2], key)
-    ref = InputsRef(base + ".inputs.parquet", base + ".rejects.parquet", table.num_rows, rejects.num_rows, key)
-    for path, tab in ((ref.path, table), (ref.rejects_path, rejects)):
-        if not fs.exists(path):
-            buf = io.BytesIO()
-            pq.write_table(tab, buf, compression="zstd", row_group_size=ROW_GROUP)
-            fs.write_bytes(path, buf.getvalue())
+    ref = InputsRef(base + ".inputs.parquet", base + ".rejects.parquet", n_rows, rejects.num_rows, key)
+    if not fs.exists(ref.path):
+        fs.write_bytes(ref.path, inputs_file.getvalue())
+    if not fs.exists(ref.rejects_path):
+        buf = io.BytesIO()
+        pq.write_table(rejects, buf, compression="zstd", row_group_size=ROW_GROUP)
+        fs.write_bytes(ref.rejects_path, buf.getvalue())
     return ref
 
 
@@ -156,4 +180,4 @@ def read_scan_rejects(ref: InputsRef) -> list[Reject]:
 
 
 __all__ = ["INPUTS_SCHEMA", "ROW_GROUP", "BatchRef", "InputsRef", "assign_splits", "plan_batches", "read_batch",
-           "read_scan_rejects", "write_inputs"]
+           "read_scan_rejects", "write_inputs", "write_inputs_table"]

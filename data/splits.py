@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 UNKNOWN_SPEAKERS = frozenset({"", "unknown", "none", "n/a"})
 
@@ -23,16 +23,28 @@ UNKNOWN_SPEAKERS = frozenset({"", "unknown", "none", "n/a"})
 def split_groups(items: Sequence, split_by: str) -> list[str]:
     """The id hashed into a split for each item (with ``utt_id``, ``speaker``, ``corpus``): the speaker, the
     utterance, or (auto) whichever holds out within the item's corpus."""
-    if split_by == "utterance":
-        return [i.utt_id for i in items]
-    if split_by == "speaker":
-        return [i.speaker for i in items]
+    known = known_speakers((i.speaker, i.corpus) for i in items) if split_by == "auto" else {}
+    return [split_group(i.utt_id, i.speaker, i.corpus, split_by, known) for i in items]
+
+
+def known_speakers(pairs: Iterable[tuple[str, str]]) -> dict[str, set[str]]:
+    """{corpus: its named speakers} from (speaker, corpus) pairs: what ``split_by: auto`` decides by."""
     known: dict[str, set[str]] = defaultdict(set)
-    for i in items:
-        if i.speaker.lower() not in UNKNOWN_SPEAKERS:
-            known[i.corpus].add(i.speaker)
-    return [f"{i.corpus}/{i.speaker}" if len(known[i.corpus]) >= 2 and i.speaker.lower() not in UNKNOWN_SPEAKERS
-            else f"{i.corpus}/{i.utt_id}" for i in items]
+    for speaker, corpus in pairs:
+        if speaker.lower() not in UNKNOWN_SPEAKERS:
+            known[corpus].add(speaker)
+    return known
+
+
+def split_group(utt_id: str, speaker: str, corpus: str, split_by: str, known: dict[str, set[str]]) -> str:
+    """One item's group (:func:`split_groups`; ``known``: :func:`known_speakers` of the whole corpus, for auto)."""
+    if split_by == "utterance":
+        return utt_id
+    if split_by == "speaker":
+        return speaker
+    if len(known.get(corpus, ())) >= 2 and speaker.lower() not in UNKNOWN_SPEAKERS:
+        return f"{corpus}/{speaker}"
+    return f"{corpus}/{utt_id}"
 
 
 def assign_split(group: str, splits: dict[str, float], salt: str) -> str:
@@ -49,13 +61,19 @@ def assign_split(group: str, splits: dict[str, float], salt: str) -> str:
 def assign_balanced(groups: Sequence[str], weights: Sequence[float], splits: dict[str, float], salt: str
                     ) -> list[str]:
     """A split per item such that every group stays in one split and each split's share of the total weight (words)
-    is as close to its fraction as whole groups allow. Groups are dealt largest first, equal sizes in the order of
-    their hash (``salt``); what decides is the sizes, never the content; deterministic for one corpus."""
+    is as close to its fraction as whole groups allow (:func:`deal_groups`)."""
     if len(groups) != len(weights):
         raise ValueError(f"{len(groups)} groups for {len(weights)} weights")
     size: dict[str, float] = defaultdict(float)
     for g, w in zip(groups, weights, strict=True):
         size[g] += w
+    chosen = deal_groups(size, splits, salt)
+    return [chosen[g] for g in groups]
+
+
+def deal_groups(size: dict[str, float], splits: dict[str, float], salt: str) -> dict[str, str]:
+    """{group: split} from each group's weight. Groups are dealt largest first, equal sizes in the order of their
+    hash (``salt``); what decides is the sizes, never the content; deterministic for one corpus."""
     total = sum(size.values()) or 1.0
     names = sorted(n for n in splits if splits[n] > 0)
     filled = {n: 0.0 for n in names}
@@ -65,4 +83,4 @@ def assign_balanced(groups: Sequence[str], weights: Sequence[float], splits: dic
         name = max(names, key=lambda n: (splits[n] * total - filled[n], -names.index(n)))
         chosen[g] = name
         filled[name] += size[g]
-    return [chosen[g] for g in groups]
+    return chosen

@@ -1,4 +1,4 @@
-"""The dataset build as plain functions, one per stage: scan → prepare → align → assemble.
+"""The dataset build as plain functions, one per stage: (scan: data.scan) → prepare → align → assemble.
 
 Prefect tasks (tasks/dataset.py) wrap these; nothing here knows about Prefect. Every stage
 returns accepted records and `Reject`s, never drops an input, and per-utterance work is
@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 
 from configs.dataset import DatasetConfig
 from data.aligners import AlignItem, Aligner, get_aligner
-from data.audio import AudioReject, decode_audio, encode_audio, file_sha256, load_audio
-from data.corpus import read_corpus
+from data.audio import AudioReject, decode_audio, encode_audio, load_audio
 from data.longform import cut, segment_recording
 from data.records import Aligned, Prepared, Reject, Scanned, SegmentClip
 from data.store import WorkStore, sha256_text
@@ -29,20 +28,6 @@ from data.types import SAMPLE_RATE, AlignmentError, WordSpan
 MAX_CHARS_PER_S = 40.0
 MIN_CHARS_PER_S = 1.0
 MIN_CHECK_S = 3.0  # too little audio to judge a slow speaker below this
-
-
-# ---------------------------------------------------------------- scan
-def scan(spec: str) -> tuple[list[Scanned], list[Reject]]:
-    """Read the corpus description and hash every input's bytes (inputs are identified by content)."""
-    result = read_corpus(spec)
-    rejects = [Reject(r.utt_id, r.source_path, None, "scan", r.reason, r.detail) for r in result.rejects]
-    scanned: list[Scanned] = []
-    for item in result.items:
-        try:
-            scanned.append(Scanned(item, file_sha256(item.audio_path)))
-        except OSError as err:
-            rejects.append(Reject(item.utt_id, item.audio_path, None, "scan", "unreadable_audio", str(err)))
-    return scanned, rejects
 
 
 # ---------------------------------------------------------------- prepare

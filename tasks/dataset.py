@@ -14,7 +14,8 @@ from prefect.cache_policies import NO_CACHE
 from configs.dataset import DatasetConfig
 from data import fs, stages
 from data.assemble import assemble, verify_version
-from data.inputs import BatchRef, InputsRef, plan_batches, read_scan_rejects, write_inputs
+from data.inputs import BatchRef, InputsRef, plan_batches, read_scan_rejects, write_inputs_table
+from data.scan import scan
 from data.parts import process_batch
 from data.store import WorkStore
 from data.tokens import tokenizer_id
@@ -25,8 +26,9 @@ from data.versioning import code_version, dataset_version_id
 def scan_corpus(corpus: str, cfg: DatasetConfig, work_dir: str) -> dict:
     """Always runs: hashing the inputs' bytes is how a change is noticed. Writes the inputs table (splits assigned,
     in build order) to the work store and returns where it is (``data.inputs.InputsRef``), not the inputs."""
-    scanned, rejects = stages.scan(corpus)
-    ref = write_inputs(scanned, rejects, cfg, work_dir)
+    table, rejects = scan(corpus)
+    ref = write_inputs_table(table, rejects, cfg, work_dir)
+    del table
     get_run_logger().info("scanned %d inputs (%d rejected while reading) into %s", ref.n_inputs, ref.rejects, ref.path)
     return ref.to_json()
 

@@ -12,6 +12,7 @@ from configs.dataset import DatasetConfig
 from data import inputs
 from data.corpus import CorpusItem, sample_key
 from data.records import Reject, Scanned
+from data.scan import item_table
 
 
 def _scanned(n: int, seed: int = 0) -> list[Scanned]:
@@ -38,7 +39,8 @@ def test_batches_read_back_every_input_once_in_build_order(tmp_path_factory, mon
         rows, row_splits = inputs.read_batch(b)
         back += rows
         splits += row_splits
-    expected = dict(zip([s.item.utt_id for s in scanned], inputs.assign_splits([s.item for s in scanned], cfg)))
+    expected = dict(zip([s.item.utt_id for s in scanned],
+                        inputs.assign_splits(item_table(s.item for s in scanned), cfg).to_pylist()))
     assert sorted(back, key=lambda s: s.item.utt_id) == scanned  # every field survives, nothing lost or doubled
     assert splits == [expected[s.item.utt_id] for s in back]
     assert [(sp, sample_key(s.item.utt_id)) for s, sp in zip(back, splits)] == sorted(
