@@ -97,7 +97,7 @@ def test_a_search_that_finds_no_path_is_tried_again_with_wider_beams(realspeech:
     narrow = PocketsphinxAligner(beam=0.1, wbeam=0.1)
     for utt, audio, words in _utterances(realspeech, "ljspeech", 2):
         with pytest.raises(AlignmentError):  # the first search alone (the strict grammar: no second try inside)
-            narrow._strict(narrow._pcm(audio), words)
+            narrow._strict(narrow._first, narrow._pcm(audio), words)
         assert narrow.align(audio, words) == pocketsphinx.align(audio, words), utt
     assert narrow.passes["wide_beams"] == 2 and pocketsphinx.passes["wide_beams"] == 0
     assert narrow.version != pocketsphinx.version  # the beams are part of what made an alignment

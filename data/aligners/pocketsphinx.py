@@ -102,7 +102,8 @@ class PocketsphinxAligner(Aligner):
         self._phones: dict[str, str] = {}  # OOV word → its phones (for the second try's decoder)
         # utterances aligned by the strict / flexible grammar, those with items said otherwise, second tries
         self.passes: Counter[str] = Counter()
-        self.decoder = self._first = self._new_decoder(self.options)
+        # each search gets its decoder as an argument: the second try's wider beams never become the aligner's state
+        self._first = self._new_decoder(self.options)
         self._wide = None  # the second try's decoder (``RETRY_BEAM``), made on first need
 
     def _new_decoder(self, options: dict):
@@ -132,10 +133,10 @@ class PocketsphinxAligner(Aligner):
 
     def _ensure_pronounced(self, words: Sequence[str]) -> None:
         for word in dict.fromkeys(words):
-            if self.decoder.lookup_word(word) is not None:
+            if self._first.lookup_word(word) is not None:
                 continue
             try:
-                phones, how = pronounce(word, self.decoder.lookup_word)
+                phones, how = pronounce(word, self._first.lookup_word)
             except G2PError as err:
                 raise AlignmentError("oov_word", f"{word!r}: {err}") from None
             self._phones[word] = " ".join(phones)
@@ -152,20 +153,18 @@ class PocketsphinxAligner(Aligner):
         pcm = self._pcm(audio)
         duration_ms = int(round(len(audio) * 1000 / 16_000))
         try:
-            found = self._paths(pcm, words, groups)
+            found = self._paths(self._first, pcm, words, groups)
         except AlignmentError as err:
             if err.reason != "align_failed":
                 raise
-            self.decoder = self._wide = self._wide or self._new_decoder(
+            self._wide = self._wide or self._new_decoder(
                 {**self.options, "beam": RETRY_BEAM, "pbeam": RETRY_BEAM, "wbeam": RETRY_WBEAM})
-            try:  # the second try (module docstring), its transcript check under the same beams
-                found = self._paths(pcm, words, groups)
-                self.passes["wide_beams"] += 1
-                self._check_fit(pcm)
-            finally:
-                self.decoder = self._first
+            # the second try (module docstring), its transcript check under the same beams
+            found = self._paths(self._wide, pcm, words, groups)
+            self.passes["wide_beams"] += 1
+            self._check_fit(self._wide, pcm)
         else:
-            self._check_fit(pcm)
+            self._check_fit(self._first, pcm)
         return [WordSpan(w, min(a * 10, duration_ms), min((b + 1) * 10, duration_ms)) for w, a, b in found]
 
     @staticmethod
@@ -177,67 +176,71 @@ class PocketsphinxAligner(Aligner):
         dither = np.random.default_rng(len(pcm)).integers(-1, 2, size=len(pcm), dtype=np.int16)
         return np.clip(pcm.astype(np.int32) + dither, -32768, 32767).astype("<i2")
 
-    def _paths(self, pcm: np.ndarray, words: Sequence[str], groups: Sequence[int] | None) -> list[tuple[str, int, int]]:
+    def _paths(self, decoder, pcm: np.ndarray, words: Sequence[str], groups: Sequence[int] | None
+               ) -> list[tuple[str, int, int]]:
         """The flexible grammar's path where an item stands for several words, else (or failing that) the strict one."""
         if groups is not None and sum(groups) == len(words) and max(groups) > 1:
             try:
-                found = self._flexible(pcm, words, groups)
+                found = self._flexible(decoder, pcm, words, groups)
                 self.passes["flexible"] += 1
                 return found
             except AlignmentError:
                 pass  # the strict grammar below may still find a path
-        found = self._strict(pcm, words)
+        found = self._strict(decoder, pcm, words)
         self.passes["strict"] += 1
         return found
 
-    def _check_fit(self, pcm: np.ndarray) -> None:
+    def _check_fit(self, decoder, pcm: np.ndarray) -> None:
         """Reject the transcript when the forced path (just searched) trails a free phone loop by too much."""
         if len(pcm) < MIN_FIT_S * 16_000:
             return  # too short to judge: no second decode
-        forced = self._path_score()
-        if not self._decode(pcm, "phone_loop"):
+        forced = self._path_score(decoder)
+        if not self._decode(decoder, pcm, "phone_loop"):
             return  # no free path either (silence): the forced one stands
-        gap = (self._path_score() - forced) / max(1, len(pcm) // 160)
+        gap = (self._path_score(decoder) - forced) / max(1, len(pcm) // 160)
         if gap > MAX_FIT_GAP:
             raise AlignmentError("transcript_mismatch", f"the transcript's path trails a free phone loop by "
                                  f"{gap:.2e} per frame (at most {MAX_FIT_GAP:g}): the speech says something else")
 
-    def _path_score(self) -> float:
+    @staticmethod
+    def _path_score(decoder) -> float:
         """Sum of the log acoustic scores of the current best path's segments (fillers included)."""
-        return float(sum(math.log(max(s.ascore, 1e-300)) for s in self.decoder.seg()))
+        return float(sum(math.log(max(s.ascore, 1e-300)) for s in decoder.seg()))
 
-    def _strict(self, pcm: np.ndarray, words: Sequence[str]) -> list[tuple[str, int, int]]:
-        found = self._search(pcm, [(i, i + 1, 1.0, w) for i, w in enumerate(words)], len(words))
+    def _strict(self, decoder, pcm: np.ndarray, words: Sequence[str]) -> list[tuple[str, int, int]]:
+        found = self._search(decoder, pcm, [(i, i + 1, 1.0, w) for i, w in enumerate(words)], len(words))
         if [w for w, _, _ in found] != list(words):
             # pocketsphinx falls back to the best *partial* path when none reaches the final state.
             raise AlignmentError("align_failed", f"no path through the whole transcript: the best partial path "
                                  f"stops after word {len(found)} of {len(words)}")
         return found
 
-    def _search(self, pcm: np.ndarray, transitions: list[tuple], final: int) -> list[tuple[str, int, int]]:
+    def _search(self, decoder, pcm: np.ndarray, transitions: list[tuple], final: int) -> list[tuple[str, int, int]]:
         """(word, first frame, last frame) of the best path through the grammar, fillers left out."""
-        fsg = self.decoder.create_fsg("align", 0, final, transitions)
-        self.decoder.add_fsg("align", fsg)
-        if not self._decode(pcm, "align"):
+        fsg = decoder.create_fsg("align", 0, final, transitions)
+        decoder.add_fsg("align", fsg)
+        if not self._decode(decoder, pcm, "align"):
             # The search never reached the grammar's final state: the words cannot be forced onto
             # this audio (noise, or a transcript of another utterance).
             raise AlignmentError("align_failed", "pocketsphinx found no path through the transcript")
-        return [(_ALT_PRON.sub("", s.word), s.start_frame, s.end_frame) for s in self.decoder.seg()
+        return [(_ALT_PRON.sub("", s.word), s.start_frame, s.end_frame) for s in decoder.seg()
                 if not s.word.startswith(_FILLERS)]
 
-    def _decode(self, pcm: np.ndarray, search: str) -> bool:
+    @staticmethod
+    def _decode(decoder, pcm: np.ndarray, search: str) -> bool:
         """Run one whole-utterance search; whether it reached the grammar's final state."""
-        self.decoder.activate_search(search)
+        decoder.activate_search(search)
         # Feature-extraction state (the cepstral mean among it; set_cmn alone is not enough) carries
         # over between utterances even with batch CMN: an alignment then depended on which utterance
         # the worker process saw before, and two clean builds differed. Reset it every time.
-        self.decoder.reinit_feat()
-        self.decoder.start_utt()
-        self.decoder.process_raw(pcm.tobytes(), full_utt=True)
-        self.decoder.end_utt()
-        return self.decoder.hyp() is not None
+        decoder.reinit_feat()
+        decoder.start_utt()
+        decoder.process_raw(pcm.tobytes(), full_utt=True)
+        decoder.end_utt()
+        return decoder.hyp() is not None
 
-    def _flexible(self, pcm: np.ndarray, words: Sequence[str], groups: Sequence[int]) -> list[tuple[str, int, int]]:
+    def _flexible(self, decoder, pcm: np.ndarray, words: Sequence[str], groups: Sequence[int]
+                  ) -> list[tuple[str, int, int]]:
         """Align with a phone loop as the alternative of every multi-word item; one span per spoken word."""
         transitions: list[tuple] = []
         items: list[list[str]] = []
@@ -257,7 +260,7 @@ class PocketsphinxAligner(Aligner):
                 transitions.append((loop, state + n, 1.0))  # epsilon: leave the loop after ≥ 1 phone
             state += n
             pos += n
-        found = self._search(pcm, transitions, len(words))
+        found = self._search(decoder, pcm, transitions, len(words))
         spans: list[tuple[str, int, int]] = []
         i = k = 0  # item, segment
         replaced = 0
