@@ -17,7 +17,8 @@ a malformed line, a duplicate id) become `ScanReject`s: nothing is dropped silen
 
 Every reader is a generator (``iter_corpus``: items and rejects as they are read, unsorted, duplicates kept), so a
 build of a corpus of any size holds no list of them: ``data.inputs.scan_inputs`` streams them into a columnar table.
-``read_corpus`` (and ``read_folder``, ``read_table``, ``read_lhotse``) collect them for callers that want lists.
+``read_corpus`` (and ``read_folder``, ``read_table``, ``data.corpus_lhotse.read_lhotse``) collect them for callers
+that want lists.
 """
 
 from __future__ import annotations
@@ -147,7 +148,9 @@ def iter_corpus(spec: str | Path) -> Iterator[Read]:
         recordings, _, supervisions = text[len("lhotse:") :].partition(",")
         if not supervisions:
             raise ValueError("lhotse corpus spec is 'lhotse:<recordings>,<supervisions>'")
-        return _iter_lhotse_spec(recordings, supervisions)
+        from data.corpus_lhotse import iter_lhotse_spec  # lhotse is an optional dependency
+
+        return iter_lhotse_spec(recordings, supervisions)
     if fs.is_remote(text):
         url = _loc(text)
         if not fs.exists(url):
@@ -173,22 +176,16 @@ def iter_corpus(spec: str | Path) -> Iterator[Read]:
 
 def read_corpus(spec: str | Path) -> Scan:
     """The whole corpus, sorted by id, duplicate ids rejected (for callers that want it in memory)."""
-    return _dedupe(*_collect(iter_corpus(spec)))
+    return _dedupe(*collect_reads(iter_corpus(spec)))
 
 
-def _collect(reads: Iterable[Read]) -> tuple[list[CorpusItem], list[ScanReject]]:
+def collect_reads(reads: Iterable[Read]) -> tuple[list[CorpusItem], list[ScanReject]]:
+    """Reads split into (items, rejects), in reading order."""
     items: list[CorpusItem] = []
     rejects: list[ScanReject] = []
     for r in reads:
         (items if isinstance(r, CorpusItem) else rejects).append(r)
     return items, rejects
-
-
-def _iter_lhotse_spec(recordings: str, supervisions: str) -> Iterator[Read]:
-    # manifests in object storage are fetched to temporary files (lhotse reads local paths); the audio they name
-    # stays where it is
-    with fs.local_copy(recordings) as rec_file, fs.local_copy(supervisions) as sup_file:
-        yield from iter_lhotse(Path(rec_file), Path(sup_file), corpus=Path(fs.name(supervisions)).name.split(".")[0])
 
 
 def _iter_csv(path: Path) -> Iterator[Read]:
@@ -226,7 +223,7 @@ def speaker_from_id(utt_id: str) -> str | None:
 
 def read_folder(folder: str | Path) -> tuple[list[CorpusItem], list[ScanReject]]:
     """One corpus folder (a local path or a URL): transcripts.tsv + audio files (in wav/ or beside the tsv)."""
-    return _collect(iter_folder(folder))
+    return collect_reads(iter_folder(folder))
 
 
 def iter_folder(folder: str | Path) -> Iterator[Read]:
@@ -329,7 +326,7 @@ def _resolve_audio(manifest: Loc, audio: str) -> Loc:
 
 def read_table(manifest: str | Path, rows: Iterable[dict]) -> tuple[list[CorpusItem], list[ScanReject]]:
     """JSONL/CSV manifest rows → items; rows missing an id, audio or text become rejects."""
-    return _collect(iter_table(manifest, rows))
+    return collect_reads(iter_table(manifest, rows))
 
 
 def iter_table(manifest: str | Path, rows: Iterable[dict]) -> Iterator[Read]:
@@ -352,61 +349,6 @@ def iter_table(manifest: str | Path, rows: Iterable[dict]) -> Iterator[Read]:
         duration = _first(row, "duration_s")
         yield CorpusItem(utt_id, str(audio_path), text or "", _first(row, "speaker") or stem, stem,
                          float(_first(row, "start_s") or 0.0), float(duration) if duration else None)
-
-
-def read_lhotse(recordings: Path, supervisions: Path, corpus: str | None = None
-                ) -> tuple[list[CorpusItem], list[ScanReject]]:
-    """:func:`iter_lhotse`, collected."""
-    return _collect(iter_lhotse(recordings, supervisions, corpus))
-
-
-def iter_lhotse(recordings: Path, supervisions: Path, corpus: str | None = None) -> Iterator[Read]:
-    """Lhotse RecordingSet + SupervisionSet (``lhotse prepare librispeech|commonvoice``, data/recipes.py).
-
-    One item per supervision, over ``start``/``duration`` of its recording. The build reads audio files itself
-    (libsndfile: wav/flac/ogg, and mp3 with libsndfile >= 1.1), so a recording must be one file, local or an
-    ``s3://`` URL (data/fs.py): sources of another type (http url, command, memory), one file per channel,
-    transforms other than resampling (the build resamples anyway) and a supervision on some channels of a
-    multi-channel file (the build downmixes every channel) become `ScanReject`s saying why. Relative source
-    paths are relative to the working directory, as in lhotse.
-
-    The supervisions (one per item) are read lazily from a JSONL manifest; the recordings are looked up by id,
-    so they are loaded whole (one per audio file: fewer and smaller).
-    """
-    try:
-        from lhotse import load_manifest, load_manifest_lazy
-    except ImportError as err:  # optional dependency
-        raise ImportError("reading lhotse manifests needs `pip install whisperline[lhotse]`") from err
-    recs = load_manifest(recordings)
-    sups = (load_manifest_lazy(supervisions) or []) if ".jsonl" in supervisions.name else load_manifest(supervisions)
-    corpus = corpus or supervisions.name.split(".")[0]
-    for sup in sups:
-        rec = recs[sup.recording_id] if sup.recording_id in recs else None
-        problem = None
-        if rec is None:
-            problem = f"recording {sup.recording_id!r} not in {recordings.name}"
-        elif len(rec.sources) != 1:
-            problem = f"recording {rec.id!r} has {len(rec.sources)} audio sources (one file per channel?)"
-        elif not (rec.sources[0].type == "file" or
-                  (rec.sources[0].type == "url" and str(rec.sources[0].source).startswith("s3://"))):
-            problem = (f"recording {rec.id!r} source is {rec.sources[0].type!r} "
-                       f"({str(rec.sources[0].source)[:80]}), not an audio file or s3:// URL")
-        elif extra := [t for t in (rec.transforms or []) if
-                       (t.get("name") if isinstance(t, dict) else type(t).__name__) != "Resample"]:
-            problem = f"recording {rec.id!r} has transforms the build would not apply: {extra}"
-        else:
-            channels = sup.channel if isinstance(sup.channel, list) else [sup.channel]
-            if len(rec.channel_ids) > 1 and sorted(channels) != sorted(rec.channel_ids):
-                problem = (f"supervision on channel(s) {channels} of the {len(rec.channel_ids)}-channel recording "
-                           f"{rec.id!r}: the build mixes all channels down")
-        if problem:
-            source = str(rec.sources[0].source) if rec is not None and rec.sources else str(supervisions)
-            yield ScanReject(sup.id, source, "unsupported_recording", problem)
-            continue
-        source = str(rec.sources[0].source)
-        audio_path = source if fs.is_remote(source) else str(Path(source).resolve())
-        yield CorpusItem(sup.id, audio_path, sup.text or "", sup.speaker or rec.id, corpus, float(sup.start),
-                         float(sup.duration))
 
 
 def _dedupe(items: list[CorpusItem], rejects: list[ScanReject]) -> Scan:
