@@ -28,6 +28,7 @@ REAL_CORPORA = ("realspeech/ljspeech", "realspeech/cmu_arctic", "realspeech-more
                 "realspeech-extra/armkit", "realspeech-extra/fsdd")
 REAL_SPLITS = {"train": 0.0, "dev": 0.4, "test": 0.6}
 KOKORO_TRAIN_REPEATS = 2  # each training sentence in 2 of the 22 training voices (CPU budget of one session)
+KOKORO_VOICES_REPEATS = 6  # the same training sentences in 6 of the 22 voices (benchmarks/training_text.py)
 KOKORO_WORDNET_SENTENCES = 800  # WordNet usage examples, each once, in one of the 22 training voices (~45 min)
 
 
@@ -58,8 +59,8 @@ def real_corpus_links(shared_data: Path, out: Path) -> Path:
 
 
 def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, ...] = ()) -> dict[str, str]:
-    """Every dataset version of the evaluation: {"synth", "kokoro_train", "kokoro_wordnet", "kokoro_dev", "real",
-    "longform"} →
+    """Every dataset version of the evaluation: {"synth", "kokoro_train", "kokoro_voices", "kokoro_wordnet",
+    "kokoro_dev", "real", "longform"} →
     version dirs (``only``: just these; versions are content-addressed, so a later full build reuses them)."""
     from configs.pipeline import load_pipeline_config
     from data.synth import write_synthetic_corpus
@@ -74,6 +75,10 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, 
         "kokoro_train": lambda: write_kokoro_corpus(out / "corpora" / "kokoro-train",
                                                     kokoro_texts("train") * KOKORO_TRAIN_REPEATS,
                                                     train_voices(fetch_kokoro()), seed=1),
+        # more voices per sentence: kokoro_train's sentences (its 2 voices first, as the plan deals voices in order)
+        "kokoro_voices": lambda: write_kokoro_corpus(out / "corpora" / "kokoro-voices",
+                                                     kokoro_texts("train") * KOKORO_VOICES_REPEATS,
+                                                     train_voices(fetch_kokoro()), seed=1),
         # varied text: WordNet's usage examples, none equal to a real transcript (data.wordnet_text)
         "kokoro_wordnet": lambda: write_kokoro_corpus(
             out / "corpora" / "kokoro-wordnet",
@@ -94,6 +99,7 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, 
         "synth": base.model_copy(update={"name": "synth", "splits": {"train": 1.0}}),
         "kokoro_train": base.model_copy(update={"name": "kokoro-train", "splits": {"train": 1.0}}),
         "kokoro_wordnet": base.model_copy(update={"name": "kokoro-wordnet", "splits": {"train": 1.0}}),
+        "kokoro_voices": base.model_copy(update={"name": "kokoro-voices", "splits": {"train": 1.0}}),
         "kokoro_dev": base.model_copy(update={"name": "kokoro-dev", "splits": {"dev": 1.0}}),
         "real": base.model_copy(update={"name": "realspeech-eval", "split_by": "auto", "splits": REAL_SPLITS,
                                         "split_balance": "words"}),
