@@ -27,10 +27,12 @@ import pyarrow.parquet as pq
 from configs.dataset import DatasetConfig
 from data import fs
 from data.corpus import CorpusItem
-from data.records import Reject, Scanned
+from data.records import Reject, Scanned, content_key
 from data.scan import item_table, rows_of
 from data.splits import assign_split, deal_groups, known_speakers, split_group
 
+# the columns of data.records.content_key, in its order
+CONTENT_COLUMNS = ("source_sha256", "start_s", "duration_s", "transcript", "speaker", "utt_id")
 # rows per row group: a batch (``align_batch_size`` rows, 32 by default) reads one or two groups, and the footer
 # stays small (49 groups at 50,000 inputs)
 ROW_GROUP = 1024
@@ -124,11 +126,8 @@ def write_inputs_table(table: pa.Table, scan_rejects: Sequence[Reject], cfg: Dat
     with pq.ParquetWriter(inputs_file, INPUTS_SCHEMA, compression="zstd") as writer:
         for start in range(0, table.num_rows, ROW_GROUP):
             part = table.take(order.slice(start, ROW_GROUP))
-            for r in rows_of(part, ["source_sha256", "start_s", "duration_s", "transcript", "speaker", "utt_id",
-                                    "split"]):
-                content_key = (f"{r['source_sha256']}|{r['start_s']}|{r['duration_s']}|{r['transcript']}|"
-                               f"{r['speaker']}|{r['utt_id']}")  # data.records.Scanned.content_key
-                digest.update(f"{content_key}|{r['split']}\n".encode())
+            for r in rows_of(part, [*CONTENT_COLUMNS, "split"]):
+                digest.update(f"{content_key(*(r[c] for c in CONTENT_COLUMNS))}|{r['split']}\n".encode())
             writer.write_table(part.select(INPUTS_SCHEMA.names).cast(INPUTS_SCHEMA), row_group_size=ROW_GROUP)
     n_rows = table.num_rows
     ordered_rejects = sorted(scan_rejects, key=lambda r: (r.utt_id, r.reason, r.source_path))

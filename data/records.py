@@ -9,6 +9,13 @@ from data.text import TranscriptWord
 from data.types import WordSpan
 
 
+def content_key(source_sha256: str, start_s: float, duration_s: float | None, transcript: str, speaker: str,
+                utt_id: str) -> str:
+    """What makes an input what it is: audio bytes, segment, transcript and speaker (the inputs table's digest and
+    every memo key of the build are made from it)."""
+    return f"{source_sha256}|{start_s}|{duration_s}|{transcript}|{speaker}|{utt_id}"
+
+
 @dataclass(frozen=True, slots=True)
 class Scanned:
     item: CorpusItem
@@ -16,9 +23,8 @@ class Scanned:
 
     @property
     def content_key(self) -> str:
-        """What makes this input what it is: audio bytes, segment, transcript and speaker."""
         i = self.item
-        return f"{self.source_sha256}|{i.start_s}|{i.duration_s}|{i.transcript}|{i.speaker}|{i.utt_id}"
+        return content_key(self.source_sha256, i.start_s, i.duration_s, i.transcript, i.speaker, i.utt_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,24 +80,19 @@ def reject_duplicates(table: pa.Table) -> tuple[pa.Array, list[Reject]]:
                             [("key", "ascending"), ("utt_id", "ascending"), ("audio_path", "ascending")])
     keys = table["key"].take(order)
     repeat = pc.equal(keys.slice(1), keys.slice(0, n - 1)).combine_chunks()
-    if not pc.any(repeat).as_py():
-        return pa.array([True] * n, pa.bool_()), []
-    sorted_duplicate = pa.concat_arrays([pa.array([False]), repeat])
-    duplicate_rows = pc.filter(order, sorted_duplicate).to_pylist()
-    dup_keys = set(pc.take(table["key"], pa.array(duplicate_rows)).to_pylist())
-    kept_path: dict[str, str] = {}
-    for i in pc.filter(order, pc.invert(sorted_duplicate)).to_pylist():
-        key = table["key"][i].as_py()
-        if key in dup_keys:
-            kept_path[key] = table["audio_path"][i].as_py()
-    rejects = []
-    for i in duplicate_rows:
-        key = table["key"][i].as_py()
-        rejects.append(Reject(table["utt_id"][i].as_py(), table["audio_path"][i].as_py(), None, "scan",
-                              "duplicate_id", f"shard key {key!r} already used by {kept_path[key]}"))
     keep = [True] * n
-    for i in duplicate_rows:
+    if not pc.any(repeat).as_py():
+        return pa.array(keep, pa.bool_()), []
+    rejects, kept = [], 0
+    # in sorted order a repeated key follows the row that keeps it
+    for i, repeated in zip(order.to_pylist(), [False, *repeat.to_pylist()]):
+        if not repeated:
+            kept = i
+            continue
         keep[i] = False
+        rejects.append(Reject(table["utt_id"][i].as_py(), table["audio_path"][i].as_py(), None, "scan",
+                              "duplicate_id", f"shard key {table['key'][i].as_py()!r} already used by "
+                              f"{table['audio_path'][kept].as_py()}"))
     return pa.array(keep, pa.bool_()), rejects
 
 
