@@ -33,13 +33,12 @@ KOKORO_WORDNET_SENTENCES = 800  # WordNet usage examples, each once, in one of t
 
 
 def held_out_transcripts(shared_data: Path) -> list[str]:
-    """Every transcript of the real speech (dev, test, long-form): no synthetic training sentence may equal one."""
-    out = []
-    for tsv in sorted(Path(shared_data).glob("**/transcripts.tsv")):
-        for line in tsv.read_text(encoding="utf-8").splitlines():
-            if "\t" in line:
-                out.append(line.split("\t", 1)[1])
-    return out
+    """Every transcript of the real speech (dev, test, long-form), as a build reads it: no synthetic training sentence
+    may equal one."""
+    from data.corpus import read_folder
+
+    return [item.transcript for tsv in sorted(Path(shared_data).glob("**/transcripts.tsv"))
+            for item in read_folder(tsv.parent)[0]]
 
 
 def real_corpus_links(shared_data: Path, out: Path) -> Path:
