@@ -102,7 +102,9 @@ def main() -> None:
     result["command"] = " ".join(["python", *sys.argv])
     result["choice"] = choose(result, reference.name)
     write_report(result, RESULTS / "selection", evidence)
-    served_path.write_text(json.dumps(result["choice"]["spec"], indent=1) + "\n")
+    # the two-pass causal pass's restart cut is the pipeline's dev choice (dev_restart_two_pass*), not this run's
+    spec = result["choice"]["spec"] | {"restart_words": PipelineConfig.model_fields["two_pass_restart_words"].default}
+    served_path.write_text(json.dumps(spec, indent=1) + "\n")
     print(json.dumps(result["choice"], indent=1))
 
 

@@ -68,6 +68,12 @@ class PipelineConfig(BaseModel):
     two_pass_partials: Literal["causal", "committed", "agreed", "verifier", "verifier-only",
                                "verifier-held", "verifier-fresh"] = "verifier-fresh"
     two_pass_cache_policy: Literal["exact", "reuse"] | None = "reuse"
+    # the two-pass candidates' causal pass without greedy decoding's restart cut (streaming.engine.RESTART_WORDS, on
+    # for causal-only systems). On the served spec over real dev (benchmarks/results/selection/dev_restart_two_pass*):
+    # the cut took final-word latency 553 -> 530 ms (-24 [-71, -4]) at the same finals (+0.1 points [-0.3, +1.2]),
+    # but the verifier-fresh partials rewrote more (10.2 -> 12.2 %, +2.0 points [+0.9, +4.9]), and partial stability
+    # is the bar these candidates miss (issue 28's 10 %); the latency bar (0.8 s) is met either way
+    two_pass_restart_words: int = Field(0, ge=0, description="two-pass causal pass: restart cut (0: off)")
     two_pass_precision: Literal["bf16-all", "bf16-encoder", "int8-encoder", "int8-all"] | None = "bf16-all"
     # the mid-stream verifier's padding of the two-pass candidates, each registered and left to the dev gate: the
     # run's hush word, and 5 s of zeros (segments end on Whisper's 30 s padding), the served spec's padding. On

@@ -28,6 +28,8 @@ class SystemSpec:
     beam_size: int | None = None  # causal: streaming beam search with the stability rule (None: greedy)
     # causal (and two-pass's causal pass): "exact" or "reuse" decoder cache (None: the engine's default)
     cache_policy: str | None = None
+    # causal greedy (and two-pass's causal pass): cut a restart of this many words (None: the engine's default)
+    restart_words: int | None = None
     merge_adapter: bool = True  # the adapter folded into the weights (False: peft's LoRA layers at every step)
     # causal and two-pass (both passes): Linear layers in "bf16-all", "int8-encoder", ... (streaming.quantize)
     precision: str | None = None
@@ -146,7 +148,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
 
             hush = load_hush_word(spec.hush_dir)
         causal, _ = _build(SystemSpec(spec.name, "causal", spec.chunk_ms, spec.model, spec.adapter_dir,
-                                      precision=spec.precision, cache_policy=spec.cache_policy), models)
+                                      precision=spec.precision, cache_policy=spec.cache_policy,
+                                      restart_words=spec.restart_words), models)
         verifier = Verifier(models.get(spec.model, None, precision=spec.precision), hush, spec.verifier or "hush",
                             final_condition=spec.final_verifier)
         return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300,
@@ -171,6 +174,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
             model = models.get(spec.model, spec.adapter_dir, spec.merge_adapter, spec.precision)
             # the engine's own default cache policy unless the spec names one (one place decides the default)
             policy = {"cache_policy": spec.cache_policy} if spec.cache_policy else {}
+            if spec.restart_words is not None:
+                policy["restart_words"] = spec.restart_words
             engine = CausalStreamingEngine(model, chunk, tau0, pad_silence=spec.pad_silence, beam_size=spec.beam_size,
                                            **policy)
         return engine, "ours"

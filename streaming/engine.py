@@ -44,6 +44,11 @@ DecoderFactory = Callable[[Any, Any, "torch.Tensor | None", bool], StreamingDeco
 # Chosen on the real `dev` split (tuned 300 ms adapter, 20 utterances): WER 21.3 % without a flush, 18.7 % with
 # 600 ms, 17.3 % with 1000 ms and with 1500 ms; the last word of 9 / 20 utterances was lost without it, 4 with 1 s.
 FLUSH_MS = 1000
+# Greedy decoding's restart cut (streaming.decoding). Chosen on the real dev split with the recipe's 300 ms adapters
+# at seeds 1 and 2 (benchmarks/restart_cut.py → selection/dev_restart_choice.json): WER 35.3 → 29.7 % and
+# 38.0 → 29.5 %, each separably lower, no utterance worse, synthetic dev unchanged; 2 words cut speech too
+# (31.4 / 31.8 %), 4 caught runs later (31.1 / 30.6 %).
+RESTART_WORDS = 3
 
 
 class CausalStreamingEngine:
@@ -52,7 +57,7 @@ class CausalStreamingEngine:
     def __init__(self, model, chunk_ms: int = 300, tau0_ms: int = 600, *, decoder: DecoderFactory | None = None,
                  n_check: int = 2, cache_policy: CachePolicy = "exact", beam_size: int | None = None,
                  pad_silence: bool = False, int8_vocab: bool = True, tokenizer=None,
-                 flush_ms: int = FLUSH_MS) -> None:
+                 flush_ms: int = FLUSH_MS, restart_words: int = RESTART_WORDS) -> None:
         """`beam_size` None/1: greedy (Algorithm 1), else streaming beam search (Algorithm 2).
         `cache_policy` / `int8_vocab`: the decoder's speed trade-offs (decoding.py, textdecoder.py); "exact" by
         default: it is the computation the stability rule is defined on, not an approximation of it. No dev
@@ -64,6 +69,7 @@ class CausalStreamingEngine:
         `flush_ms`: silence fed (in chunk-sized steps) when the stream ends, before the final step: a tuned model
         writes a word once it has heard its end *and a margin after it*, so a stream that ends right after its
         last word would otherwise lose that word (0 turns it off).
+        `restart_words`: greedy decoding cuts a restart of that many words (0: off; streaming.decoding).
         `decoder`: another write policy than the stability rule, as a factory
         `(model, tokenizer, pad_frames, int8_vocab) -> decoder` (e.g. `training.emma.decoding.emma_decoder(policy,
         t_emma)`): the engine knows the decoder interface (`new_state`, `update`, `hypothesis`), not the policies."""
@@ -88,7 +94,7 @@ class CausalStreamingEngine:
                                                 pad_frames=pad, int8_vocab=int8_vocab)
         else:
             self.decoder = StreamingGreedyDecoder(model, self.tokenizer, n_check=n_check, cache_policy=cache_policy,
-                                                  pad_frames=pad, int8_vocab=int8_vocab)
+                                                  pad_frames=pad, int8_vocab=int8_vocab, restart_words=restart_words)
         self.reset()
 
     @torch.inference_mode()

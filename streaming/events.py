@@ -39,6 +39,21 @@ def norm_word(word: str) -> str:
     return re.sub(r"[^0-9a-z']", "", word.lower())
 
 
+def restart_at(written: list[str], words: list[str], n: int, context: int) -> int:
+    """Where ``words`` (what follows ``written``) first say again ``n`` words in a row that the last ``context``
+    written words or the words before it hold (compared by :func:`norm_word`); ``len(words)`` when they never do.
+
+    Whisper at the edge of the audio it has heard often *restarts* the sentence instead of waiting ("produced, the
+    | block book, produced the block book"); one word said again is ordinary speech, a run of them rarely is."""
+    keys = [norm_word(w) for w in (written[-context:] if context else [])] + [norm_word(w) for w in words]
+    start = len(keys) - len(words)
+    for j in range(start, len(keys) - n + 1):
+        gram = keys[j : j + n]
+        if any(keys[i : i + n] == gram for i in range(j - n + 1)):
+            return j - start
+    return len(words)
+
+
 @dataclass(frozen=True, slots=True)
 class Hypothesis:
     committed: tuple[str, ...]  # words that will never change

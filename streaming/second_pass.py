@@ -63,7 +63,7 @@ import torch
 
 from streaming.decoding import StreamingDecoderBase, word_tokens
 from streaming.encoder import CausalEncoder
-from streaming.events import SAMPLE_RATE, Hypothesis, norm_word
+from streaming.events import SAMPLE_RATE, Hypothesis, norm_word, restart_at
 from streaming.word_times import FRAMES_PER_S, quiet_cut, word_ends_s
 
 # Whisper's previous-text context holds up to 223 tokens; the last sentence or two is what helps, and every prompt
@@ -76,23 +76,10 @@ PILE_UP_WORDS, PILE_UP_S, LOOP_CHECK_TOKENS = 3, 0.06, 16
 ECHO_ADVANCE_S = 0.1  # a word copying the final tail is spoken when it ends this much after it (Verifier._echo)
 # what is shown past the final words (module docstring)
 PARTIALS = ("causal", "committed", "agreed", "verifier", "verifier-only", "verifier-held", "verifier-fresh")
-# ``restart_at``: a restart re-says RESTART_WORDS words in a row from the last RESTART_CONTEXT words written. Chosen on
-# half of the dev split: one word cut more rewrites (7.4 %) but a repeated "the" is common speech and hid a third of
-# the partials; two cut the rate 20.6 → 9.8 % and kept most; three 11.8 %
+# ``restart_at`` for the shown partials: a restart re-says RESTART_WORDS words in a row from the last RESTART_CONTEXT
+# words written. Chosen on half of the dev split: one word cut more rewrites (7.4 %) but a repeated "the" is common
+# speech and hid a third of the partials; two cut the rate 20.6 → 9.8 % and kept most; three 11.8 %
 RESTART_WORDS, RESTART_CONTEXT = 2, 12
-
-
-def restart_at(written: list[str], words: list[str], n: int = RESTART_WORDS) -> int:
-    """Where ``words`` (what follows ``written``) first say again ``n`` words in a row that the last
-    ``RESTART_CONTEXT`` written words or the words before it hold (compared by :func:`norm_word`);
-    ``len(words)`` when they never do."""
-    keys = [norm_word(w) for w in written[-RESTART_CONTEXT:]] + [norm_word(w) for w in words]
-    start = len(keys) - len(words)
-    for j in range(start, len(keys) - n + 1):
-        gram = keys[j : j + n]
-        if any(keys[i : i + n] == gram for i in range(j - n + 1)):
-            return j - start
-    return len(words)
 
 
 def agreed(a: list[str], b: list[str]) -> int:
@@ -375,7 +362,7 @@ class TwoPassStreaming:
         if self.partials == "verifier-held":
             return tuple(heard[:-1])
         if self.partials == "verifier-fresh":
-            return tuple(heard[: restart_at(self.final_words, heard)][:-1])
+            return tuple(heard[: restart_at(self.final_words, heard, RESTART_WORDS, RESTART_CONTEXT)][:-1])
         # the policies below need the causal words two steps agree on: worked out only for them, every step
         stable = list(causal.words[start:max(start, agreed(list(self._causal_before), list(causal.words)))])
         if self.partials == "agreed" or not heard:

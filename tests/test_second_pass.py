@@ -204,7 +204,11 @@ def test_verifier_partials_are_its_open_words_then_the_agreed_causal_ones():
 
 
 def test_restart_at_finds_where_the_open_words_say_again_what_was_written():
-    from streaming.second_pass import restart_at
+    from streaming.second_pass import RESTART_CONTEXT, RESTART_WORDS
+    from streaming.second_pass import restart_at as at
+
+    def restart_at(written, words):
+        return at(written, words, RESTART_WORDS, RESTART_CONTEXT)
 
     written = ["the", "earliest", "book", "printed", "with"]
     # Whisper filling the zeros after the audio: the sentence again, from its start

@@ -250,3 +250,54 @@ def test_beam_cuts_to_the_stable_prefix_and_waits_at_eot(tiny, tokenizer, realsp
     assert final.tentative == () and " ".join(final.committed) == "has never been surpassed."
     dec.update(state, features[n_speech : n_speech + 25])  # after the end, audio changes nothing
     assert " ".join(dec.hypothesis(state).committed) == "has never been surpassed."
+
+
+def test_restart_cut_drops_open_words_that_say_the_transcript_again(tiny, tokenizer):
+    """A run of ``restart_words`` words said again (within the last ``restart_context``) is cut from its first word,
+    never into the committed tokens; one or two words again is speech and stays."""
+    greedy = StreamingGreedyDecoder(tiny, tokenizer, restart_words=3)
+    written = " which are an exact imitation of the"
+
+    def state_for(text: str, committed_text: str):
+        state = greedy.new_state()
+        state.tokens = tokenizer.encode(text)
+        state.logprobs = [0.0] * len(state.tokens)
+        state.committed = len(tokenizer.encode(committed_text))
+        state.cache.length = len(greedy.prefix) + len(state.tokens)
+        return state
+
+    state = state_for(written + " letters which are an exact imitation", written)
+    greedy._cut_restart(state)
+    assert tokenizer.decode(state.tokens) == written + " letters"
+    assert state.cache.length == len(greedy.prefix) + len(state.tokens) and len(state.logprobs) == len(state.tokens)
+
+    state = state_for(written + " letters which are printed", written)  # two words again: kept
+    greedy._cut_restart(state)
+    assert tokenizer.decode(state.tokens) == written + " letters which are printed"
+
+    # the run starts inside the committed words: only the open part goes
+    state = state_for(written + " which are an exact", written + " which")
+    greedy._cut_restart(state)
+    assert tokenizer.decode(state.tokens) == written + " which"
+
+    far = StreamingGreedyDecoder(tiny, tokenizer, restart_words=3, restart_context=4)  # the run is 7 words back
+    state = state_for(written + " letters which are an exact", written)
+    far._cut_restart(state)
+    assert tokenizer.decode(state.tokens) == written + " letters which are an exact"
+    with pytest.raises(ValueError, match="restart_words"):
+        StreamingGreedyDecoder(tiny, tokenizer, restart_words=-1)
+
+
+def test_restart_cut_is_part_of_a_system_spec():
+    """The evaluate stage and serving build from one spec: the cut is the engine's default unless the spec names
+    it, and a two-pass spec passes it to its causal pass."""
+    from evaluation.systems import SystemSpec, build
+    from streaming.engine import RESTART_WORDS
+
+    def decoder(spec):
+        recognizer = build(spec)[0].inner
+        return getattr(recognizer, "engine", recognizer).decoder
+
+    assert decoder(SystemSpec("c", "causal", 300)).restart_words == RESTART_WORDS
+    assert decoder(SystemSpec("c", "causal", 300, restart_words=0)).restart_words == 0
+    assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s", restart_words=5)).restart_words == 5
