@@ -4,8 +4,8 @@
 
 One adapter for every chunk size (a chunk size drawn per step from 40 / 100 / 200 / 300 ms, as
 ``benchmarks/evidence.train_adapters`` trains it) with the dev-chosen distillation, the same seed, steps and data as
-the per-chunk 300 ms adapter of ``selection/dev_distill_choice.json``; each scored alone (greedy) at 300 ms on the
-real `dev` split, paired with the per-chunk one. Issue 28 asks for it within 10 % relative of the per-chunk adapter.
+the per-chunk 300 ms adapter the release scores (``benchmarks.selection.partials_adapters``); each scored alone
+(greedy) at 300 ms on the real `dev` split, paired with the per-chunk one. Issue 28 asks for it within 10 % relative of the per-chunk adapter.
 """
 
 from __future__ import annotations
@@ -28,15 +28,16 @@ def main() -> None:
     args = parser.parse_args()
 
     from benchmarks.distill import chosen_recipe
+    from benchmarks.selection import partials_adapters
     from evaluation.report import evaluate_systems, write_report
     from evaluation.sets import describe, load_split
     from evaluation.systems import SystemSpec
     from training.causal.run import run_finetune
 
-    data, chosen, cfg = chosen_recipe(args.state)
+    data, _, cfg = chosen_recipe(args.state)
     rcs = run_finetune(cfg.for_random_chunks([40, 100, 200, 300]))
     per_chunk = "distilled per-chunk 300 ms adapter"
-    specs = [SystemSpec(per_chunk, "causal", 300, adapter_dir=chosen["adapters"][chosen["chosen"]]),
+    specs = [SystemSpec(per_chunk, "causal", 300, adapter_dir=partials_adapters(SELECTION)["per_chunk"]),
              SystemSpec("distilled random-chunk adapter at 300 ms", "causal", 300, adapter_dir=rcs["adapter_dir"])]
     units = load_split([data["real"]], ["dev"])
     result = evaluate_systems(specs, units, test_set=describe([data["real"]], ["dev"], units), reference=per_chunk)

@@ -280,7 +280,9 @@ def choices_markdown(choices: dict[str, Any]) -> str:
 def partials_adapters(selection: Path) -> dict[str, Any]:
     """The dev-chosen recipe's adapters, from the evidence files under ``selection``: the distilled per-chunk 300 ms
     adapter (``dev_distill_choice.json``) and its random-chunk sibling (``dev_rcs_choice.json``), or both from the
-    longer runs of ``dev_steps_choice.json`` where that evidence chose the longer run. Nothing here reads test."""
+    longer runs of ``dev_steps_choice.json`` where that evidence chose the longer run. The per-chunk adapter is the
+    same recipe and seed as trained for the restart-cut choice (``dev_restart_choice.json``) where that exists: the
+    adapters of the older evidence were trained by older code. Nothing here reads test."""
     distill = json.loads((selection / "dev_distill_choice.json").read_text())
     rcs = json.loads((selection / "dev_rcs_choice.json").read_text())
     out = {"per_chunk": distill["adapters"][distill["chosen"]], "rcs": rcs["rcs_adapter"], "steps": distill["steps"],
@@ -296,6 +298,12 @@ def partials_adapters(selection: Path) -> dict[str, Any]:
                                  "trained: train it with the same steps (learning_curve.py --short)")
             out.update(per_chunk=steps["adapters"]["per_chunk"][n], rcs=steps["adapters"]["rcs"][n],
                        steps=steps["chosen_steps"])
+            return out
+    restart_path = selection / "dev_restart_choice.json"
+    if restart_path.exists():  # the recipe's adapter of the same seed, as the restart cut was chosen with it
+        restart = json.loads(restart_path.read_text())
+        out["per_chunk"] = restart["adapters"][str(distill["seed"])]
+        out["evidence"].append(restart_path.name)
     return out
 
 
@@ -304,12 +312,16 @@ def partials_specs(selection: Path) -> tuple[list[SystemSpec], dict[str, Any]]:
     per-chunk adapter alone and the random-chunk one alone at 300 ms (greedy: the partials), the served two-pass spec
     (``served_two_pass.json``: original weights in both passes) and the same spec over the chosen per-chunk adapter;
     and the adapters they use."""
+    from streaming.engine import RESTART_WORDS
+
     adapters = partials_adapters(selection)
     served = json.loads((selection / "served_two_pass.json").read_text())
+    # the decoding the engine defaults to, named in the spec: a row scored under another default is another system
+    greedy = {"restart_words": RESTART_WORDS}
     specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline"),
              SystemSpec("faster-whisper offline", "faster-whisper"),
-             SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=adapters["per_chunk"]),
-             SystemSpec("causal random-chunk adapter 300 ms", "causal", 300, adapter_dir=adapters["rcs"]),
+             SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=adapters["per_chunk"], **greedy),
+             SystemSpec("causal random-chunk adapter 300 ms", "causal", 300, adapter_dir=adapters["rcs"], **greedy),
              SystemSpec(**{**served, "name": "two-pass 300 ms (served)"}),
              SystemSpec(**{**served, "name": "two-pass 300 ms, distilled causal adapter",
                            "adapter_dir": adapters["per_chunk"]})]
