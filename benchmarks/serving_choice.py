@@ -102,8 +102,11 @@ def main() -> None:
     result["command"] = " ".join(["python", *sys.argv])
     result["choice"] = choose(result, reference.name)
     write_report(result, RESULTS / "selection", evidence)
-    # the two-pass causal pass's restart cut is the pipeline's dev choice (dev_restart_two_pass*), not this run's
-    spec = result["choice"]["spec"] | {"restart_words": PipelineConfig.model_fields["two_pass_restart_words"].default}
+    # the causal pass's restart cut and the last pass's padding are the pipeline's dev choices (dev_restart_two_pass*,
+    # dev_final_padding*), made after this run's
+    spec = result["choice"]["spec"] | {
+        "restart_words": PipelineConfig.model_fields["two_pass_restart_words"].default,
+        "final_verifier": PipelineConfig.model_fields["two_pass_final_verifier"].default}
     served_path.write_text(json.dumps(spec, indent=1) + "\n")
     print(json.dumps(result["choice"], indent=1))
 

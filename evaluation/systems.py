@@ -37,7 +37,8 @@ class SystemSpec:
     verifier: str | None = None  # "hush" (needs hush_dir) or a naive padding: "noise_5s", "zeros_5s", "pad30"
     hush_dir: str | None = None
     every_ms: int | None = None
-    final_verifier: str | None = None  # the end-of-stream pass's padding (None: `verifier`)
+    # the end-of-stream pass's padding (None: `verifier`); also "pad30_features" (faster-whisper's padding)
+    final_verifier: str | None = None
     # two-pass: also finalise words two consecutive verifier passes agree on (LocalAgreement-2 on the verifier),
     # so finals do not wait for the causal partials to agree (None/False: off)
     self_agreement: bool | None = None

@@ -27,14 +27,14 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
         for verifier in config.two_pass_verifiers:
             if verifier == "hush" and not hush_dir:
                 continue  # no hush word trained in this run
-            # a naive padding mid-stream ends each segment with Whisper's own 30 s padding (the served spec's,
-            # benchmarks/results/selection/served_two_pass.json); the hush word serves both
+            # a naive padding mid-stream ends each segment with a 30 s padding (``two_pass_final_verifier``: the
+            # served spec's, benchmarks/results/selection/served_two_pass.json); the hush word serves both
             padding = "" if verifier == "hush" else f" {verifier}"
             for agree in (False, True):  # finals on causal agreement, or also on two verifier passes: dev decides
                 specs.append(SystemSpec(f"recognizer two-pass{' self-agreement' if agree else ''}{padding} {chunk} ms",
                                         "two-pass", chunk, config.model, adapter_dir=adapter, verifier=verifier,
                                         hush_dir=hush_dir if verifier == "hush" else None,
-                                        final_verifier=None if verifier == "hush" else "pad30",
+                                        final_verifier=None if verifier == "hush" else config.two_pass_final_verifier,
                                         self_agreement=agree or None, window_ms=config.verifier_window_ms,
                                         cache_policy=config.two_pass_cache_policy, partials=config.two_pass_partials,
                                         restart_words=config.two_pass_restart_words,

@@ -165,3 +165,17 @@ def test_log_mel_equals_whisper_and_survives_inference_mode(utterances):
     assert torch.equal(mel.detach(), whisper.log_mel_spectrogram(torch.cat([x, torch.zeros(8000)]), 80))
     mel.sum().backward()
     assert hush.grad is not None
+
+
+def test_pad30_features_is_what_faster_whisper_feeds_its_encoder(tiny, utterances):
+    """``pad30_features`` (the two-pass last pass's padding option) against faster-whisper's own feature extractor on
+    real speech: the same floor, the same zero features past the audio; openai-whisper's ``pad30`` is not that."""
+    from faster_whisper.audio import pad_or_trim
+    from faster_whisper.feature_extractor import FeatureExtractor
+
+    audio = utterances[0].audio
+    theirs = pad_or_trim(FeatureExtractor(feature_size=tiny.dims.n_mels)(audio))
+    ours = condition_mel(tiny, audio, "pad30_features").numpy()
+    assert ours.shape == theirs.shape == (tiny.dims.n_mels, 3000)
+    assert np.abs(ours - theirs).max() < 1e-4
+    assert np.abs(condition_mel(tiny, audio, "pad30").numpy() - theirs).max() > 0.5  # past the audio: the floor

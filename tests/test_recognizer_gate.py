@@ -43,7 +43,7 @@ def test_ties_go_to_the_lower_latency_and_tags_carry_the_interval():
 
 
 def test_two_pass_candidates_cover_each_verifier_padding_and_need_a_hush_word_only_for_it():
-    # the served spec pads the mid-stream verifier with 5 s of zeros and ends each segment on Whisper's 30 s padding;
+    # the served spec pads the mid-stream verifier with 5 s of zeros and ends each segment on a 30 s padding;
     # the pipeline registers that recognizer beside the hush-word one, so the dev gate can promote either
     from configs.pipeline import PipelineConfig
     from tasks.recognizer import recognizer_candidates
@@ -56,7 +56,8 @@ def test_two_pass_candidates_cover_each_verifier_padding_and_need_a_hush_word_on
     zeros = [s for s in two_pass.values() if s.verifier == "zeros_5s"]
     assert len(hush) == len(zeros) == 2 and {s.self_agreement for s in zeros} == {None, True}
     assert all(s.hush_dir == "hush-dir" and s.final_verifier is None for s in hush)
-    assert all(s.hush_dir is None and s.final_verifier == "pad30" for s in zeros)
+    assert all(s.hush_dir is None and s.final_verifier == config.two_pass_final_verifier for s in zeros)
+    assert all(s.restart_words == config.two_pass_restart_words == 0 for s in two_pass.values())
     assert all(s.window_ms == config.verifier_window_ms and s.precision == config.two_pass_precision
                for s in two_pass.values())
     without = recognizer_candidates.fn(config, {300: "adapter"}, None, None)
@@ -73,6 +74,8 @@ def test_the_config_offers_only_verifier_paddings_the_verifier_knows():
     annotation = PipelineConfig.model_fields["two_pass_verifiers"].annotation
     names = set(get_args(get_args(annotation)[0]))
     assert names and names <= set(CONDITIONS)
+    last = set(get_args(PipelineConfig.model_fields["two_pass_final_verifier"].annotation))
+    assert last and last <= set(CONDITIONS)
 
 
 def test_emma_is_a_candidate_only_where_the_profile_keeps_it(monkeypatch):

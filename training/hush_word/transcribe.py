@@ -1,5 +1,6 @@
-"""Offline transcription of one utterance under an input condition: Whisper's 30 s padding, no padding, naive
-zero / white-noise padding of 1, 2 or 5 s, or the hush word — greedy, no timestamps, the same decoder for all."""
+"""Offline transcription of one utterance under an input condition: Whisper's 30 s padding (of the audio, or of its
+features as faster-whisper pads them), no padding, naive zero / white-noise padding of 1, 2 or 5 s, or the hush
+word — greedy, no timestamps, the same decoder for all."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import torch
 from training.hush_word.frontend import SAMPLE_RATE, hushed_mel, variable_length_view
 
 NAIVE = {f"{kind}_{s}s": (kind, s) for kind in ("zeros", "noise") for s in (1, 2, 5)}
-CONDITIONS = ("pad30", "nopad", *NAIVE, "hush")
+CONDITIONS = ("pad30", "pad30_features", "nopad", *NAIVE, "hush")
 NOISE_RMS = 0.01  # −40 dBFS white noise, seeded per utterance length
 
 
@@ -29,6 +30,12 @@ def condition_mel(model, audio: np.ndarray, condition: str, hush: np.ndarray | N
     if condition == "pad30":
         return whisper.pad_or_trim(whisper.log_mel_spectrogram(speech, n_mels, padding=whisper.audio.N_SAMPLES),
                                    whisper.audio.N_FRAMES)
+    if condition == "pad30_features":
+        # faster-whisper's (CTranslate2's) input: the log-mel of the audio alone (one hop of padding), its own loudest
+        # frame setting the floor, padded *as features* with zeros to 30 s. "pad30" is openai-whisper's: the log-mel
+        # of the audio followed by 30 s of digital silence, whose floor (max − 8) lies far below 0
+        mel = whisper.log_mel_spectrogram(speech, n_mels, padding=160)[..., : whisper.audio.N_FRAMES]
+        return torch.nn.functional.pad(mel, (0, whisper.audio.N_FRAMES - mel.shape[-1]))
     if condition == "nopad":
         return hushed_mel(speech, None, n_mels)
     if condition == "hush":
