@@ -5,9 +5,8 @@
 
 Why: on the real dev split the served two-pass scored 27.9 % where offline faster-whisper scores 20.6 %, and most of
 the gap was single spoken digits (FSDD: 93 errors on 180 words, faster-whisper 54): "zero" came out as "See you,
-bro." or "You don't.". The
-last pass decides them (they are too short for a mid-stream pass to finalise anything), and it pads as
-openai-whisper does ("pad30": the log-mel of the audio followed by 30 s of silence); our own offline Whisper row
+bro." or "You don't.". The last pass decides them (they are too short for a mid-stream pass to finalise anything),
+and it pads as openai-whisper does ("pad30": the log-mel of the audio followed by 30 s of silence); our own offline Whisper row
 says the same words. faster-whisper computes the log-mel of the audio alone and pads the *features* with zeros
 ("pad30_features", ``training.hush_word.transcribe.condition_mel``), and says "zero".
 
@@ -53,7 +52,8 @@ def choose() -> dict:
     for which in ("real", "synthetic"):
         result = json.loads((SELECTION / f"{PREFIX}{'' if which == 'real' else '_synthetic'}.json").read_text())
         new, ref = result["systems"][1], result["systems"][0]
-        rows[which] = {"wer": new["wer"], "pad30_wer": ref["wer"], "wer_vs_pad30_ci95": new["vs_reference"]["wer"]["ci95"],
+        rows[which] = {"wer": new["wer"], "pad30_wer": ref["wer"],
+                       "wer_vs_pad30_ci95": new["vs_reference"]["wer"]["ci95"],
                        "word_latency_ms_median": new["word_latency_ms_median"],
                        "pad30_word_latency_ms_median": ref["word_latency_ms_median"],
                        "latency_vs_pad30_ci95": new["vs_reference"]["word_latency_ms_median"]["ci95"]}

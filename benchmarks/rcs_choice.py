@@ -5,7 +5,8 @@
 One adapter for every chunk size (a chunk size drawn per step from 40 / 100 / 200 / 300 ms, as
 ``benchmarks/evidence.train_adapters`` trains it) with the dev-chosen distillation, the same seed, steps and data as
 the per-chunk 300 ms adapter the release scores (``benchmarks.selection.partials_adapters``); each scored alone
-(greedy) at 300 ms on the real `dev` split, paired with the per-chunk one. Issue 28 asks for it within 10 % relative of the per-chunk adapter.
+(greedy) at 300 ms on the real `dev` split, paired with the per-chunk one. Issue 28 asks for it within 10 % relative
+of the per-chunk adapter.
 """
 
 from __future__ import annotations

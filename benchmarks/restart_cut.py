@@ -13,9 +13,9 @@ the recipe's 300 ms adapters (``dev_training_text_choice.json``: seeds 1 and 2),
 real `dev` split and the synthetic dev set, paired with the same seed's arm 0.
 Rule: the smallest ``restart_words`` whose real-dev WER is separably lower than off at **every** seed and whose
 synthetic-dev WER is not separably higher at any seed (a smaller run cuts more, so it is taken when it is safe);
-none: the cut stays off. ``--two-pass``: the served two-pass spec (``evaluation.json``'s served row) with the cut off
-and at the chosen value (``selection/served_two_pass.json``; ``--partials causal`` shows the causal words, which the
-cut changes directly), so the choice is checked on the system the registry serves (finals, latency, rewrites).
+none: the cut stays off. ``--two-pass``: the served two-pass spec (``selection/served_two_pass.json``) with the cut
+off and at the chosen value (``--partials causal`` shows the causal words, which the cut changes directly), so the
+choice is checked on the system the registry serves (finals, latency, rewrites).
 """
 
 from __future__ import annotations

@@ -29,7 +29,9 @@ Decoder self-attention cache (`cache_policy`):
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Literal
 
 import torch
@@ -199,14 +201,12 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
         """Cut the open tokens from the first word of a restart (never a committed token)."""
         groups = word_tokens(self.tokenizer, state.tokens)
         words = [self.tokenizer.decode(g) for g in groups]
-        first_open, end = 0, 0  # the first word with a token past the committed ones
-        while first_open < len(groups) and end + len(groups[first_open]) <= state.committed:
-            end += len(groups[first_open])
-            first_open += 1
+        ends = list(accumulate(len(g) for g in groups))  # each word's end, in tokens
+        first_open = bisect_right(ends, state.committed)  # the first word with a token past the committed ones
         j = restart_at(words[:first_open], words[first_open:], self.restart_words, self.restart_context)
         if first_open + j == len(groups):
             return
-        keep = max(state.committed, sum(len(g) for g in groups[: first_open + j]))
+        keep = max(state.committed, [0, *ends][first_open + j])
         del state.tokens[keep:], state.logprobs[keep:]
         assert state.cache is not None
         state.cache.truncate(len(self.prefix) + keep)
