@@ -38,6 +38,9 @@ class DatasetConfig(BaseModel):
     # "none": each group hashed on its own (stable as the corpus grows); "words": groups dealt so that each split's
     # share of the transcript words matches its fraction (small evaluation corpora, data.splits.assign_balanced)
     split_balance: Literal["none", "words"] = "none"
+    # a speaker holding more than this share of all the words is hashed into the splits utterance by utterance
+    # (data.splits.share_dominant_groups: one speaker's domain in every split); None: speaker splits stay whole
+    dominant_speaker_share: float | None = Field(None, gt=0, lt=1)
     align_batch_size: int = Field(16, ge=1, description="utterances per align task (Prefect tasks are coarse)")
 
     @field_validator("splits")

@@ -80,6 +80,13 @@ class PipelineConfig(BaseModel):
     # points [-10.6, -3.4]), final-word latency -19 ms [-42, -4], synthetic dev not separable; single spoken digits
     # ("zero") had come out as "See you, bro."
     two_pass_final_verifier: Literal["pad30", "pad30_features"] = "pad30_features"
+    # the zero-padded candidates' mid-stream verifier passes finalise nothing from where their open words start saying
+    # again 2 written words in a row (streaming.second_pass): two passes restarting the sentence alike had finalised
+    # the restart. On the served spec over real dev (benchmarks/results/selection/dev_verifier_restart*): WER 32.0 ->
+    # 24.7 % (-7.3 points [-25.6, -1.2]), synthetic dev 12.3 -> 2.1 % (-10.2 [-15.7, -6.6]), final-word latency
+    # +5 ms [-5, +31] not separable; 3 words is separable too, 2 is the smaller run (the rule written before the run)
+    two_pass_verifier_restart_words: int = Field(2, ge=0, description="two-pass mid-stream verifier passes: "
+                                                 "restart cut (0: off)")
     two_pass_precision: Literal["bf16-all", "bf16-encoder", "int8-encoder", "int8-all"] | None = "bf16-all"
     # the mid-stream verifier's padding of the two-pass candidates, each registered and left to the dev gate: the
     # run's hush word, and 5 s of zeros (segments end on Whisper's 30 s padding), the served spec's padding. On

@@ -120,6 +120,9 @@ def assemble(version_dir: str | Path, part_keys: Sequence[str], scan_rejects: Se
             "per_split": dict(sorted(per_split.items())),
             "words_per_split": dict(sorted(words_per_split.items())),
             "speakers_per_split": {k: len(v) for k, v in sorted(speakers_per_split.items())},
+            # not speaker-disjoint: a speaker shared on purpose (configs.dataset dominant_speaker_share) or by a
+            # split by utterance; a reader of held-out numbers needs to know
+            "speakers_in_several_splits": _shared_speakers(speakers_per_split),
             "rejects_by_reason": dict(sorted(Counter(r["reason"] for r in rejects).items())),
             "audio_ms": audio_ms,
         },
@@ -135,6 +138,11 @@ def assemble(version_dir: str | Path, part_keys: Sequence[str], scan_rejects: Se
     else:
         _publish_local(tmp, version_dir, marker)
     return info
+
+
+def _shared_speakers(speakers_per_split: dict[str, set[tuple[str, str]]]) -> list[str]:
+    seen = Counter(sp for members in speakers_per_split.values() for sp in members)
+    return sorted(f"{corpus}/{speaker}" for (corpus, speaker), n in seen.items() if n > 1)
 
 
 _SHARD_META = ("id", "speaker", "transcript", "normalized_transcript", "words", "token_ids", "token_end_ms",

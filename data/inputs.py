@@ -29,7 +29,7 @@ from data import fs
 from data.corpus import CorpusItem
 from data.records import Reject, Scanned, content_key
 from data.scan import item_table, rows_of
-from data.splits import assign_split, deal_groups, known_speakers, split_group
+from data.splits import assign_split, deal_groups, known_speakers, share_dominant_groups, split_group
 
 # the columns of data.records.content_key, in its order
 CONTENT_COLUMNS = ("source_sha256", "start_s", "duration_s", "transcript", "speaker", "utt_id")
@@ -101,9 +101,16 @@ def assign_splits(table: pa.Table, cfg: DatasetConfig) -> pa.Array:
         size: dict[str, float] = defaultdict(float)
         for r in rows_of(table, [*cols, "transcript"]):
             size[group(r)] += len(r["transcript"].split())
-        chosen = deal_groups(size, cfg.splits, cfg.split_salt)
-        return pa.array([chosen[group(r)] for r in rows_of(table, cols)], pa.string())
-    return pa.array([assign_split(group(r), cfg.splits, cfg.split_salt) for r in rows_of(table, cols)], pa.string())
+        dealt = deal_groups(size, cfg.splits, cfg.split_salt)
+        chosen = [dealt[group(r)] for r in rows_of(table, cols)]
+    else:
+        chosen = [assign_split(group(r), cfg.splits, cfg.split_salt) for r in rows_of(table, cols)]
+    if cfg.dominant_speaker_share is not None:
+        rows = list(rows_of(table, [*cols, "transcript"]))  # ids and transcripts only: an evaluation corpus' size
+        chosen, _ = share_dominant_groups(chosen, [group(r) for r in rows], [r["utt_id"] for r in rows],
+                                          [len(r["transcript"].split()) for r in rows], cfg.splits, cfg.split_salt,
+                                          cfg.dominant_speaker_share)
+    return pa.array(chosen, pa.string())
 
 
 def write_inputs(scanned: Sequence[Scanned], scan_rejects: Sequence[Reject], cfg: DatasetConfig,

@@ -44,6 +44,9 @@ class SystemSpec:
     self_agreement: bool | None = None
     # two-pass: past this much audio, the verifier's window drops the audio of final words (their text: its prompt)
     window_ms: int | None = None
+    # two-pass: a mid-stream verifier pass finalises no word from the first run of this many words in a row that say
+    # again words already written (streaming.second_pass; None/0: off)
+    verifier_restart_words: int | None = None
     # two-pass: the partial words shown past the finals (one of streaming.second_pass.PARTIALS;
     # None: "causal"); the finals are the same whichever is shown
     partials: str | None = None
@@ -155,7 +158,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                             final_condition=spec.final_verifier)
         return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300,
                                 self_agreement=bool(spec.self_agreement), window_ms=spec.window_ms,
-                                partials=spec.partials or "causal"), "ours"
+                                partials=spec.partials or "causal",
+                                verifier_restart_words=spec.verifier_restart_words or 0), "ours"
     if spec.kind == "causal":
         from configs.finetune import default_tau0_ms
         from streaming.engine import CausalStreamingEngine

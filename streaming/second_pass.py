@@ -230,7 +230,8 @@ class TwoPassStreaming:
     """A `StreamingRecognizer`: the verifier's finals, partials by ``partials`` (see the module docstring)."""
 
     def __init__(self, engine, verifier: Verifier, every_ms: int = 600, self_agreement: bool = False,
-                 hold_last: bool = True, window_ms: int | None = None, partials: str = "causal") -> None:
+                 hold_last: bool = True, window_ms: int | None = None, partials: str = "causal",
+                 verifier_restart_words: int = 0) -> None:
         if partials not in PARTIALS:
             raise ValueError(f"partials must be one of {PARTIALS}, got {partials!r}")
         self.partials = partials
@@ -247,6 +248,14 @@ class TwoPassStreaming:
         # also finalise on two consecutive verifier passes: on the real dev split (random-chunk adapter, 300 ms) it
         # halved the final-word latency (690 → 306 ms) but finalised more wrong words (WER 14.7 → 16.0 %); off
         self.self_agreement = self_agreement
+        # a mid-stream pass finalises nothing from where its open words start saying again this many written words
+        # in a row (``restart_at``; 0: off). The pass hears the audio then 5 s of zeros, and Whisper fills them by
+        # restarting the sentence; two passes in a row restart alike, so self-agreement finalised the restart: on
+        # the dev split's spontaneous speech, "Montreal Forest, what's called a liner." came out four times over
+        # (benchmarks/results/selection/dev_verifier_restart*). The last pass decides what is left, as ever.
+        if verifier_restart_words < 0:
+            raise ValueError(f"verifier_restart_words must be >= 0, got {verifier_restart_words}")
+        self.verifier_restart_words = verifier_restart_words
         self.lookahead_ms = getattr(engine, "lookahead_ms", 0.0)
         self.chunk_ms = getattr(engine, "chunk_ms", None)  # what a live session cuts its pieces to
         self.reset()
@@ -276,6 +285,8 @@ class TwoPassStreaming:
         if final:
             n = len(now.words)
         else:
+            fresh = (restart_at(self.final_words, now.words, self.verifier_restart_words, RESTART_CONTEXT)
+                     if self.verifier_restart_words else len(now.words))
             n, tail = 0, causal_tail[0]
             for i, candidate in enumerate(causal_tail):
                 m = agreed(now.words, candidate)
@@ -289,6 +300,7 @@ class TwoPassStreaming:
                 # guess the same twice
                 last = min(len(now.words), len(self._previous.words)) - 1
                 n = max(n, min(agreed(now.words, self._previous.words), last))
+            n = min(n, fresh)
         self.final_words += now.words[:n]
         self.final_tokens += [t for g in now.tokens[:n] for t in g]
         self._window += now.tokens[:n]

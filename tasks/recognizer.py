@@ -38,6 +38,7 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
                                         self_agreement=agree or None, window_ms=config.verifier_window_ms,
                                         cache_policy=config.two_pass_cache_policy, partials=config.two_pass_partials,
                                         restart_words=config.two_pass_restart_words,
+                                        verifier_restart_words=config.two_pass_verifier_restart_words or None,
                                         precision=config.two_pass_precision))
     if config.emma_candidate and (emma := dev_selected_emma(config, adapters, sweep)):
         specs.append(SystemSpec(f"recognizer emma {config.sweep_chunk_ms} ms", "causal", config.sweep_chunk_ms,

@@ -46,6 +46,11 @@ def test_build_reads_back_and_is_reproducible(prefect_server, small_corpus: Path
     assert manifest.num_rows == counts["accepted"]
     assert len(read_rejects(version_dir)) == counts["rejected"]
     rows = {r["id"]: r for r in manifest.to_pylist()}
+    # the card names every speaker that is in more than one split (here: a split by utterance)
+    splits_of: dict[str, set[str]] = {}
+    for r in rows.values():
+        splits_of.setdefault(f"{r['corpus']}/{r['speaker']}", set()).add(r["split"])
+    assert counts["speakers_in_several_splits"] == sorted(s for s, v in splits_of.items() if len(v) > 1)
 
     # every manifest row points at its sample in its shard, and the shard holds the same data
     shard_paths = sorted(version_dir.glob("shards/*.tar"))

@@ -70,3 +70,18 @@ def test_a_batch_outside_the_table_is_refused(tmp_path):
         inputs.read_batch(inputs.BatchRef(0, ref.path, 8, 12))
     with pytest.raises(ValueError, match="batch_size"):
         inputs.plan_batches(ref, 0)
+
+
+def test_a_dominant_speaker_is_shared_through_the_config():
+    # 60 utterances of one speaker among 40 single-utterance ones: the speaker holds 60 % of the words
+    items = [Scanned(CorpusItem(f"utt-{i:03d}", f"/a/{i}.wav", "one two three", "big" if i < 60 else f"s{i}",
+                                "mfa", 0.0, None), f"{i:064x}") for i in range(100)]
+    table = item_table(s.item for s in items)
+    whole = DatasetConfig(name="t", split_by="speaker", splits={"dev": 0.4, "test": 0.6}, split_balance="words")
+    split = inputs.assign_splits(table, whole).to_pylist()
+    assert len({split[i] for i in range(60)}) == 1  # a speaker split keeps the speaker whole
+    shared = inputs.assign_splits(table, whole.model_copy(update={"dominant_speaker_share": 0.3})).to_pylist()
+    assert {shared[i] for i in range(60)} == {"dev", "test"}
+    assert shared[60:] == split[60:]
+    with pytest.raises(ValueError):
+        DatasetConfig(name="t", dominant_speaker_share=1.0)

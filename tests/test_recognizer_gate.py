@@ -58,6 +58,7 @@ def test_two_pass_candidates_cover_each_verifier_padding_and_need_a_hush_word_on
     assert all(s.hush_dir == "hush-dir" and s.final_verifier is None for s in hush)
     assert all(s.hush_dir is None and s.final_verifier == config.two_pass_final_verifier for s in zeros)
     assert all(s.restart_words == config.two_pass_restart_words == 0 for s in two_pass.values())
+    assert all((s.verifier_restart_words or 0) == config.two_pass_verifier_restart_words for s in two_pass.values())
     assert all(s.window_ms == config.verifier_window_ms and s.precision == config.two_pass_precision
                for s in two_pass.values())
     without = recognizer_candidates.fn(config, {300: "adapter"}, None, None)
@@ -92,3 +93,20 @@ def test_emma_is_a_candidate_only_where_the_profile_keeps_it(monkeypatch):
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     with pytest.raises(Exception):  # now the trial is looked up, and the server is not there
         recognizer_candidates.fn(kept, {300: "adapter"}, sweep, None)
+
+
+def test_the_served_spec_carries_the_pipelines_dev_choices():
+    # benchmarks/results/selection/served_two_pass.json is what `whisperline registry register` registers and what
+    # the dev and test runs score as "two-pass (served)": the profile's two-pass choices and it must not drift apart
+    import json
+    from pathlib import Path
+
+    from configs.pipeline import PipelineConfig
+
+    served = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "selection" /
+                         "served_two_pass.json").read_text())
+    config = PipelineConfig()
+    assert served["final_verifier"] == config.two_pass_final_verifier
+    assert served["restart_words"] == config.two_pass_restart_words
+    assert served.get("verifier_restart_words", 0) == config.two_pass_verifier_restart_words
+    assert served["window_ms"] == config.verifier_window_ms and served["partials"] == config.two_pass_partials

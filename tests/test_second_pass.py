@@ -233,6 +233,30 @@ def test_fresh_partials_stop_at_a_restart_and_hold_the_last_word():
     assert len(held.feed(np.zeros(4800, dtype=np.float32)).tentative) == 6  # the whole loop but its last word
 
 
+def test_a_restart_two_passes_agree_on_is_not_finalised_mid_stream():
+    # the dev split's spontaneous clip: speech, then 5 s of zeros the verifier fills by saying the sentence again,
+    # alike at two passes in a row, so self-agreement finalised the restart
+    chunk = np.zeros(4800, dtype=np.float32)
+    said = ["Montreal", "Forest,", "what's", "called", "a"]
+    # a pass answers the words past the final ones: "a liner." and then the sentence again, twice alike
+    again = ["liner.", "Montreal", "Forest,", "what's", "called", "a", "liner.", "Montreal"]
+
+    def system(cut: int) -> TwoPassStreaming:
+        causal = _Scripted([said, [*said, "liner."], [*said, "liner."]])
+        verifier = _Scripted([list(said), ["a", *again], [*again, "Forest,"]])
+        return TwoPassStreaming(causal, verifier, every_ms=300, self_agreement=True, verifier_restart_words=cut)
+
+    off, cut = system(0), system(2)
+    finals_off = [off.feed(chunk).committed for _ in range(3)][-1]
+    finals_cut = [cut.feed(chunk).committed for _ in range(3)][-1]
+    # the restart, final: two passes agree on all of it but the last word
+    assert finals_off == (*said, *again[:-1])
+    # final up to where the open words start saying "Montreal Forest," again
+    assert finals_cut == (*said, "liner.")
+    with pytest.raises(ValueError, match="verifier_restart_words"):
+        TwoPassStreaming(_Scripted([]), _Scripted([]), verifier_restart_words=-1)
+
+
 def test_the_pipeline_offers_every_partials_policy():
     """configs/ does not import streaming/ (torch), so the profile's Literal is a copy of PARTIALS: kept equal."""
     from typing import get_args

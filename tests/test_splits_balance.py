@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from data.corpus import read_folder, strip_annotations
-from data.splits import assign_balanced, assign_split
+from data.splits import assign_balanced, assign_split, share_dominant_groups
 
 
 def test_one_large_speaker_no_longer_decides_the_split_sizes():
@@ -65,3 +66,43 @@ def test_annotations_are_dropped_and_an_annotation_only_line_is_rejected(tmp_pat
     items, rejects = read_folder(tmp_path)
     assert [(i.utt_id, i.transcript) for i in items] == [("u1", "hello world")]
     assert [(r.utt_id, r.reason) for r in rejects] == [("u2", "annotations_only")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(1, 30)), min_size=1, max_size=80),
+       st.sampled_from([0.05, 0.1, 0.3]))
+def test_only_a_dominant_speaker_is_shared_and_nothing_else_moves(items, share):
+    groups = [f"g{g}" for g, _ in items]
+    weights = [w for _, w in items]
+    utts = [f"u{i}" for i in range(len(items))]
+    splits = {"train": 0.0, "dev": 0.4, "test": 0.6}
+    dealt = assign_balanced(groups, weights, splits, "salt")
+    shared_split, shared = share_dominant_groups(dealt, groups, utts, weights, splits, "salt", share)
+    size, count = Counter(), Counter(groups)
+    for g, w in zip(groups, weights):
+        size[g] += w
+    assert shared == sorted(g for g in size if count[g] > 1 and size[g] > share * sum(weights))
+    for g, before, after, u in zip(groups, dealt, shared_split, utts):
+        if g in shared:  # placed by its own utterance, as a split by utterance would
+            assert after == assign_split(f"{g}/{u}", splits, "salt")
+        else:
+            assert after == before
+    assert "train" not in shared_split  # a zero fraction still gets nothing
+
+
+def test_the_mfa_speaker_is_shared_between_dev_and_test_and_no_dev_utterance_moves():
+    # the evaluation corpus's shape: one speaker with a quarter of the words (all dealt to test), many small ones
+    groups = ["mfa/mcauliffe"] * 54 + [f"fsdd/s{i % 6}" for i in range(180)] + [f"ljspeech/LJ{i}" for i in range(33)]
+    weights = [9] * 54 + [1] * 180 + [17] * 33
+    utts = [f"u{i}" for i in range(len(groups))]
+    splits = {"train": 0.0, "dev": 0.4, "test": 0.6}
+    dealt = assign_balanced(groups, weights, splits, "whisperline-v1")
+    assert {s for g, s in zip(groups, dealt) if g == "mfa/mcauliffe"} == {"test"}
+    after, shared = share_dominant_groups(dealt, groups, utts, weights, splits, "whisperline-v1", 0.1)
+    assert shared == ["mfa/mcauliffe"]
+    mfa = Counter(s for g, s in zip(groups, after) if g == "mfa/mcauliffe")
+    assert set(mfa) == {"dev", "test"} and 10 < mfa["dev"] < 35
+    # a refinement of the old split: only test utterances went to dev, none the other way
+    assert all(b == a or (b, a) == ("test", "dev") for b, a in zip(dealt, after))
+    with pytest.raises(ValueError, match="dominant_speaker_share"):
+        share_dominant_groups(dealt, groups, utts, weights, splits, "whisperline-v1", 1.5)

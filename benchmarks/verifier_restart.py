@@ -1,0 +1,94 @@
+"""The two-pass verifier's restart cut (``verifier_restart_words``), decided on dev.
+
+    python benchmarks/verifier_restart.py --set real && python benchmarks/verifier_restart.py --set synthetic
+    python benchmarks/verifier_restart.py --choose   # → benchmarks/results/selection/dev_verifier_restart_choice.json
+
+Why: with the spontaneous speech shared into the dev split (``selection/dev_domains.md``), the served two-pass scored
+68.0 % on it where offline faster-whisper scores 35.4 % (+32.5 points [+3.5, +127.5]). Read on dev: a mid-stream
+pass hears the audio then 5 s of zeros and fills them by saying the sentence again; two passes in a row say it alike,
+so self-agreement made the restart final ("Montreal Forest, what's called a liner." four times over a 5 s clip).
+``verifier_restart_words`` n: a mid-stream pass finalises nothing from the first run of n words in a row that say
+again what is written (``streaming.events.restart_at``, the last 12 words, as the shown partials use it).
+
+Arms: the served spec (``selection/served_two_pass.json``) with the cut off, at 2 and at 3 words, live feeding, on the
+real `dev` split and the synthetic dev set, paired with the arm off.
+Rule, written before the run: the smallest n whose real-dev WER is separably lower than off, whose synthetic-dev WER
+is not separably higher, and whose median final-word latency on real dev is not separably higher; none: off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+SELECTION = Path(__file__).resolve().parent / "results" / "selection"
+ARMS = (0, 2, 3)
+PREFIX = "dev_verifier_restart"
+
+
+def row_name(n: int) -> str:
+    return f"two-pass served, verifier restart cut {n} words" if n else "two-pass served, no verifier restart cut"
+
+
+def score(state: dict, which: str) -> None:
+    from evaluation.report import evaluate_systems, write_report
+    from evaluation.sets import describe, load_split
+    from evaluation.systems import SystemSpec
+
+    served = {k: v for k, v in json.loads((SELECTION / "served_two_pass.json").read_text()).items() if k != "name"}
+    specs = [SystemSpec(**(served | {"name": row_name(n), "verifier_restart_words": n})) for n in ARMS]
+    dataset = state["datasets"]["real" if which == "real" else "kokoro_dev"]
+    units = load_split([dataset], ["dev"])
+    result = evaluate_systems(specs, units, test_set=describe([dataset], ["dev"], units), reference=specs[0].name)
+    result["command"] = " ".join(["python", *sys.argv])
+    result["dataset"] = Path(dataset).name
+    write_report(result, SELECTION, PREFIX + ("" if which == "real" else "_synthetic"))
+
+
+def choose() -> dict:
+    arms: dict[str, dict] = {}
+    for which in ("real", "synthetic"):
+        result = json.loads((SELECTION / f"{PREFIX}{'' if which == 'real' else '_synthetic'}.json").read_text())
+        rows = {r["name"]: r for r in result["systems"]}
+        off = rows[row_name(0)]
+        for n in ARMS[1:]:
+            r = rows[row_name(n)]
+            arms.setdefault(str(n), {})[which] = {
+                "wer": r["wer"], "off_wer": off["wer"], "wer_vs_off_ci95": r["vs_reference"]["wer"]["ci95"],
+                "word_latency_ms_median": r["word_latency_ms_median"],
+                "off_word_latency_ms_median": off["word_latency_ms_median"],
+                "latency_vs_off_ci95": r["vs_reference"]["word_latency_ms_median"]["ci95"],
+                "partial_rewrite_rate": r.get("partial_rewrite_rate"),
+                "off_partial_rewrite_rate": off.get("partial_rewrite_rate")}
+    chosen = next((n for n in ARMS[1:]
+                   if arms[str(n)]["real"]["wer_vs_off_ci95"][1] < 0
+                   and arms[str(n)]["synthetic"]["wer_vs_off_ci95"][0] <= 0
+                   and arms[str(n)]["real"]["latency_vs_off_ci95"][0] <= 0), 0)
+    return {"chosen_verifier_restart_words": chosen, "arms": arms,
+            "rule": "the smallest n whose real-dev WER is separably lower than off, whose synthetic-dev WER is not "
+                    "separably higher, and whose median final-word latency on real dev is not separably higher; "
+                    "none: off"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
+    parser.add_argument("--set", choices=("real", "synthetic"))
+    parser.add_argument("--choose", action="store_true")
+    args = parser.parse_args()
+    if args.set:
+        score(json.loads(Path(args.state).read_text()), args.set)
+    if args.choose:
+        choice = choose() | {"command": " ".join(["python", *sys.argv])}
+        (SELECTION / f"{PREFIX}_choice.json").write_text(json.dumps(choice, indent=1) + "\n")
+        print(json.dumps(choice, indent=1))
+
+
+if __name__ == "__main__":
+    main()
