@@ -51,3 +51,43 @@ def markdown_table(header: list[str], rows: list[list[object]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def score_served_arms(state: dict, which: str, arms: dict[str, dict], name: str) -> None:
+    """Each arm (row name → fields set over the served spec, ``selection/served_two_pass.json``) streamed over the
+    `dev` split of the real corpus (``which`` "real") or the synthetic dev set, paired with the first arm; the
+    report goes to ``selection/<name>`` (``_synthetic`` appended for the synthetic set)."""
+    import sys
+
+    from evaluation.report import evaluate_systems, write_report
+    from evaluation.sets import describe, load_split
+    from evaluation.systems import SystemSpec
+
+    served = {k: v for k, v in json.loads((RESULTS / "selection" / "served_two_pass.json").read_text()).items()
+              if k != "name"}
+    specs = [SystemSpec(**(served | fields | {"name": row})) for row, fields in arms.items()]
+    dataset = state["datasets"]["real" if which == "real" else "kokoro_dev"]
+    units = load_split([dataset], ["dev"])
+    result = evaluate_systems(specs, units, test_set=describe([dataset], ["dev"], units), reference=specs[0].name)
+    result["command"] = " ".join(["python", *sys.argv])
+    result["dataset"] = Path(dataset).name
+    write_report(result, RESULTS / "selection", name + ("" if which == "real" else "_synthetic"))
+
+
+def dev_choice_cli(doc: str, score, choose, prefix: str) -> None:
+    """The command line of a dev choice between arms: ``--set real|synthetic`` runs ``score(state, set)``,
+    ``--choose`` writes ``choose()`` to ``selection/<prefix>_choice.json``."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
+    parser.add_argument("--set", choices=("real", "synthetic"))
+    parser.add_argument("--choose", action="store_true")
+    args = parser.parse_args()
+    if args.set:
+        score(json.loads(Path(args.state).read_text()), args.set)
+    if args.choose:
+        choice = choose() | {"command": " ".join(["python", *sys.argv])}
+        (RESULTS / "selection" / f"{prefix}_choice.json").write_text(json.dumps(choice, indent=1) + "\n")
+        print(json.dumps(choice, indent=1))

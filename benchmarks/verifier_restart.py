@@ -18,7 +18,6 @@ is not separably higher, and whose median final-word latency on real dev is not 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -37,18 +36,9 @@ def row_name(n: int) -> str:
 
 
 def score(state: dict, which: str) -> None:
-    from evaluation.report import evaluate_systems, write_report
-    from evaluation.sets import describe, load_split
-    from evaluation.systems import SystemSpec
+    from benchmarks.common import score_served_arms
 
-    served = {k: v for k, v in json.loads((SELECTION / "served_two_pass.json").read_text()).items() if k != "name"}
-    specs = [SystemSpec(**(served | {"name": row_name(n), "verifier_restart_words": n})) for n in ARMS]
-    dataset = state["datasets"]["real" if which == "real" else "kokoro_dev"]
-    units = load_split([dataset], ["dev"])
-    result = evaluate_systems(specs, units, test_set=describe([dataset], ["dev"], units), reference=specs[0].name)
-    result["command"] = " ".join(["python", *sys.argv])
-    result["dataset"] = Path(dataset).name
-    write_report(result, SELECTION, PREFIX + ("" if which == "real" else "_synthetic"))
+    score_served_arms(state, which, {row_name(n): {"verifier_restart_words": n} for n in ARMS}, PREFIX)
 
 
 def choose() -> dict:
@@ -77,17 +67,9 @@ def choose() -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
-    parser.add_argument("--set", choices=("real", "synthetic"))
-    parser.add_argument("--choose", action="store_true")
-    args = parser.parse_args()
-    if args.set:
-        score(json.loads(Path(args.state).read_text()), args.set)
-    if args.choose:
-        choice = choose() | {"command": " ".join(["python", *sys.argv])}
-        (SELECTION / f"{PREFIX}_choice.json").write_text(json.dumps(choice, indent=1) + "\n")
-        print(json.dumps(choice, indent=1))
+    from benchmarks.common import dev_choice_cli
+
+    dev_choice_cli(__doc__, score, choose, PREFIX)
 
 
 if __name__ == "__main__":
