@@ -248,11 +248,9 @@ class TwoPassStreaming:
         # also finalise on two consecutive verifier passes: on the real dev split (random-chunk adapter, 300 ms) it
         # halved the final-word latency (690 → 306 ms) but finalised more wrong words (WER 14.7 → 16.0 %); off
         self.self_agreement = self_agreement
-        # a mid-stream pass finalises nothing from where its open words start saying again this many written words
-        # in a row (``restart_at``; 0: off). The pass hears the audio then 5 s of zeros, and Whisper fills them by
-        # restarting the sentence; two passes in a row restart alike, so self-agreement finalised the restart: on
-        # the dev split's spontaneous speech, "Montreal Forest, what's called a liner." came out four times over
-        # (benchmarks/results/selection/dev_verifier_restart*). The last pass decides what is left, as ever.
+        # a mid-stream pass finalises nothing from where its open words say again this many written words in a row
+        # (``restart_at``; 0: off): two passes fill the 5 s of zeros by restarting the sentence alike, and
+        # self-agreement made that final (dev: selection/dev_verifier_restart*). The last pass decides the rest.
         if verifier_restart_words < 0:
             raise ValueError(f"verifier_restart_words must be >= 0, got {verifier_restart_words}")
         self.verifier_restart_words = verifier_restart_words
