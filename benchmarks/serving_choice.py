@@ -103,13 +103,15 @@ def main() -> None:
     result["choice"] = choose(result, reference.name)
     write_report(result, RESULTS / "selection", evidence)
     # the causal pass's restart cut, the last pass's padding and the verifier's restart cut are the pipeline's dev
-    # choices (dev_restart_two_pass*, dev_final_padding*, dev_verifier_restart*), made after this run's
+    # choices (dev_restart_two_pass*, dev_final_padding*, dev_verifier_restart*, dev_verifier_restart_distinct*),
+    # made after this run's
     fields = PipelineConfig.model_fields
     spec = result["choice"]["spec"] | {
         "restart_words": fields["two_pass_restart_words"].default,
         "final_verifier": fields["two_pass_final_verifier"].default}
     if fields["two_pass_verifier_restart_words"].default:
         spec["verifier_restart_words"] = fields["two_pass_verifier_restart_words"].default
+        spec["verifier_restart_distinct"] = fields["two_pass_verifier_restart_distinct"].default
     served_path.write_text(json.dumps(spec, indent=1) + "\n")
     print(json.dumps(result["choice"], indent=1))
 

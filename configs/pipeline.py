@@ -87,6 +87,11 @@ class PipelineConfig(BaseModel):
     # +5 ms [-5, +31] not separable; 3 words is separable too, 2 is the smaller run (the rule written before the run)
     two_pass_verifier_restart_words: int = Field(2, ge=0, description="two-pass mid-stream verifier passes: "
                                                  "restart cut (0: off)")
+    # ... and only a run of 2 different words is a restart: "zero zero" said again is a list read aloud. On continuous
+    # dev speech (benchmarks/results/selection/dev_longform_verifier_restart_distinct.*) the joined spoken digits went
+    # back from 66 to 51 errors, real and synthetic dev unchanged (dev_verifier_restart_distinct*)
+    two_pass_verifier_restart_distinct: int = Field(2, ge=1, description="two-pass verifier restart cut: different "
+                                                     "words a restart must hold")
     two_pass_precision: Literal["bf16-all", "bf16-encoder", "int8-encoder", "int8-all"] | None = "bf16-all"
     # the mid-stream verifier's padding of the two-pass candidates, each registered and left to the dev gate: the
     # run's hush word, and 5 s of zeros (segments end on Whisper's 30 s padding), the served spec's padding. On

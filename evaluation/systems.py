@@ -47,6 +47,7 @@ class SystemSpec:
     # two-pass: a mid-stream verifier pass finalises no word from the first run of this many words in a row that say
     # again words already written (streaming.second_pass; None/0: off)
     verifier_restart_words: int | None = None
+    verifier_restart_distinct: int | None = None  # ... counting only runs of this many different words (None: 1)
     # two-pass: the partial words shown past the finals (one of streaming.second_pass.PARTIALS;
     # None: "causal"); the finals are the same whichever is shown
     partials: str | None = None
@@ -159,7 +160,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
         return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300,
                                 self_agreement=bool(spec.self_agreement), window_ms=spec.window_ms,
                                 partials=spec.partials or "causal",
-                                verifier_restart_words=spec.verifier_restart_words or 0), "ours"
+                                verifier_restart_words=spec.verifier_restart_words or 0,
+                                verifier_restart_distinct=spec.verifier_restart_distinct or 1), "ours"
     if spec.kind == "causal":
         from configs.finetune import default_tau0_ms
         from streaming.engine import CausalStreamingEngine

@@ -39,9 +39,11 @@ def norm_word(word: str) -> str:
     return re.sub(r"[^0-9a-z']", "", word.lower())
 
 
-def restart_at(written: list[str], words: list[str], n: int, context: int) -> int:
+def restart_at(written: list[str], words: list[str], n: int, context: int, distinct: int = 1) -> int:
     """Where ``words`` (what follows ``written``) first say again ``n`` words in a row that the last ``context``
     written words or the words before it hold (compared by :func:`norm_word`); ``len(words)`` when they never do.
+    ``distinct``: only a run of at least that many different words counts ("zero zero" said again is a list read
+    aloud; "Montreal Forest," said again is a restart).
 
     Whisper at the edge of the audio it has heard often *restarts* the sentence instead of waiting ("produced, the
     | block book, produced the block book"); one word said again is ordinary speech, a run of them rarely is."""
@@ -49,7 +51,7 @@ def restart_at(written: list[str], words: list[str], n: int, context: int) -> in
     start = len(keys) - len(words)
     for j in range(start, len(keys) - n + 1):
         gram = keys[j : j + n]
-        if any(keys[i : i + n] == gram for i in range(j - n + 1)):
+        if len(set(gram)) >= distinct and any(keys[i : i + n] == gram for i in range(j - n + 1)):
             return j - start
     return len(words)
 

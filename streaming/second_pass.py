@@ -231,7 +231,7 @@ class TwoPassStreaming:
 
     def __init__(self, engine, verifier: Verifier, every_ms: int = 600, self_agreement: bool = False,
                  hold_last: bool = True, window_ms: int | None = None, partials: str = "causal",
-                 verifier_restart_words: int = 0) -> None:
+                 verifier_restart_words: int = 0, verifier_restart_distinct: int = 1) -> None:
         if partials not in PARTIALS:
             raise ValueError(f"partials must be one of {PARTIALS}, got {partials!r}")
         self.partials = partials
@@ -251,9 +251,11 @@ class TwoPassStreaming:
         # a mid-stream pass finalises nothing from where its open words say again this many written words in a row
         # (``restart_at``; 0: off): two passes fill the 5 s of zeros by restarting the sentence alike, and
         # self-agreement made that final (dev: selection/dev_verifier_restart*). The last pass decides the rest.
-        if verifier_restart_words < 0:
-            raise ValueError(f"verifier_restart_words must be >= 0, got {verifier_restart_words}")
-        self.verifier_restart_words = verifier_restart_words
+        # ``verifier_restart_distinct``: only a run of that many different words is a restart ("zero zero": speech)
+        if verifier_restart_words < 0 or verifier_restart_distinct < 1:
+            raise ValueError(f"verifier_restart_words must be >= 0 and verifier_restart_distinct >= 1, got "
+                             f"{verifier_restart_words}, {verifier_restart_distinct}")
+        self.verifier_restart_words, self.verifier_restart_distinct = verifier_restart_words, verifier_restart_distinct
         self.lookahead_ms = getattr(engine, "lookahead_ms", 0.0)
         self.chunk_ms = getattr(engine, "chunk_ms", None)  # what a live session cuts its pieces to
         self.reset()
@@ -283,8 +285,8 @@ class TwoPassStreaming:
         if final:
             n = len(now.words)
         else:
-            fresh = (restart_at(self.final_words, now.words, self.verifier_restart_words, RESTART_CONTEXT)
-                     if self.verifier_restart_words else len(now.words))
+            fresh = (restart_at(self.final_words, now.words, self.verifier_restart_words, RESTART_CONTEXT,
+                                self.verifier_restart_distinct) if self.verifier_restart_words else len(now.words))
             n, tail = 0, causal_tail[0]
             for i, candidate in enumerate(causal_tail):
                 m = agreed(now.words, candidate)

@@ -39,6 +39,8 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
                                         cache_policy=config.two_pass_cache_policy, partials=config.two_pass_partials,
                                         restart_words=config.two_pass_restart_words,
                                         verifier_restart_words=config.two_pass_verifier_restart_words or None,
+                                        verifier_restart_distinct=(config.two_pass_verifier_restart_distinct
+                                                                   if config.two_pass_verifier_restart_words else None),
                                         precision=config.two_pass_precision))
     if config.emma_candidate and (emma := dev_selected_emma(config, adapters, sweep)):
         specs.append(SystemSpec(f"recognizer emma {config.sweep_chunk_ms} ms", "causal", config.sweep_chunk_ms,

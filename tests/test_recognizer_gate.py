@@ -59,6 +59,7 @@ def test_two_pass_candidates_cover_each_verifier_padding_and_need_a_hush_word_on
     assert all(s.hush_dir is None and s.final_verifier == config.two_pass_final_verifier for s in zeros)
     assert all(s.restart_words == config.two_pass_restart_words == 0 for s in two_pass.values())
     assert all((s.verifier_restart_words or 0) == config.two_pass_verifier_restart_words for s in two_pass.values())
+    assert all(s.verifier_restart_distinct == config.two_pass_verifier_restart_distinct for s in two_pass.values())
     assert all(s.window_ms == config.verifier_window_ms and s.precision == config.two_pass_precision
                for s in two_pass.values())
     without = recognizer_candidates.fn(config, {300: "adapter"}, None, None)
@@ -109,4 +110,5 @@ def test_the_served_spec_carries_the_pipelines_dev_choices():
     assert served["final_verifier"] == config.two_pass_final_verifier
     assert served["restart_words"] == config.two_pass_restart_words
     assert served.get("verifier_restart_words", 0) == config.two_pass_verifier_restart_words
+    assert served.get("verifier_restart_distinct", 1) == config.two_pass_verifier_restart_distinct
     assert served["window_ms"] == config.verifier_window_ms and served["partials"] == config.two_pass_partials

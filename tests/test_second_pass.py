@@ -218,6 +218,10 @@ def test_restart_at_finds_where_the_open_words_say_again_what_was_written():
     assert restart_at(["produced,", "the"], ["block", "books", "which", "were"]) == 4  # no restart
     assert restart_at(["of", "the", "house"], ["and", "the", "garden"]) == 3  # one word again is speech
     assert restart_at([], []) == 0
+    # spoken digits said again: a restart of the same word, unless the run must hold two different words
+    assert at(["0", "0"], ["0", "0", "1"], 2, 12) == 0
+    assert at(["0", "0"], ["0", "0", "1"], 2, 12, distinct=2) == 3
+    assert at(["Montreal", "Forest,"], ["liner.", "Montreal", "Forest,"], 2, 12, distinct=2) == 1
 
 
 def test_fresh_partials_stop_at_a_restart_and_hold_the_last_word():
