@@ -53,25 +53,42 @@ def markdown_table(header: list[str], rows: list[list[object]]) -> str:
     return "\n".join(lines)
 
 
+def served_spec(name: str, **fields):
+    """The served two-pass spec (``selection/served_two_pass.json``, what ``whisperline registry register``
+    registers) under ``name``, with ``fields`` set over it."""
+    from evaluation.systems import SystemSpec
+
+    served = json.loads((RESULTS / "selection" / "served_two_pass.json").read_text())
+    return SystemSpec(**(served | fields | {"name": name}))
+
+
+def selection_name(name: str, which: str) -> str:
+    """A dev report's file stem under ``selection/``: ``name`` for the real dev split, ``name_synthetic`` for the
+    synthetic dev set."""
+    return name + ("" if which == "real" else "_synthetic")
+
+
+def selection_result(name: str, which: str) -> dict:
+    """The report :func:`score_served_arms` wrote for ``which`` ("real" or "synthetic")."""
+    return json.loads((RESULTS / "selection" / f"{selection_name(name, which)}.json").read_text())
+
+
 def score_served_arms(state: dict, which: str, arms: dict[str, dict], name: str) -> None:
-    """Each arm (row name → fields set over the served spec, ``selection/served_two_pass.json``) streamed over the
-    `dev` split of the real corpus (``which`` "real") or the synthetic dev set, paired with the first arm; the
-    report goes to ``selection/<name>`` (``_synthetic`` appended for the synthetic set)."""
+    """Each arm (row name → fields set over the served spec, :func:`served_spec`) streamed over the `dev` split of
+    the real corpus (``which`` "real") or the synthetic dev set, paired with the first arm; the report goes to
+    ``selection/`` (:func:`selection_name`)."""
     import sys
 
     from evaluation.report import evaluate_systems, write_report
     from evaluation.sets import describe, load_split
-    from evaluation.systems import SystemSpec
 
-    served = {k: v for k, v in json.loads((RESULTS / "selection" / "served_two_pass.json").read_text()).items()
-              if k != "name"}
-    specs = [SystemSpec(**(served | fields | {"name": row})) for row, fields in arms.items()]
+    specs = [served_spec(row, **fields) for row, fields in arms.items()]
     dataset = state["datasets"]["real" if which == "real" else "kokoro_dev"]
     units = load_split([dataset], ["dev"])
     result = evaluate_systems(specs, units, test_set=describe([dataset], ["dev"], units), reference=specs[0].name)
     result["command"] = " ".join(["python", *sys.argv])
     result["dataset"] = Path(dataset).name
-    write_report(result, RESULTS / "selection", name + ("" if which == "real" else "_synthetic"))
+    write_report(result, RESULTS / "selection", selection_name(name, which))
 
 
 def dev_choice_cli(doc: str, score, choose, prefix: str) -> None:

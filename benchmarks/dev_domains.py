@@ -26,12 +26,12 @@ SELECTION = Path(__file__).resolve().parent / "results" / "selection"
 REFERENCE = "faster-whisper offline"
 
 
-def specs(selection: Path = SELECTION) -> list:
+def specs() -> list:
+    from benchmarks.common import served_spec
     from evaluation.systems import SystemSpec
 
-    served = {k: v for k, v in json.loads((selection / "served_two_pass.json").read_text()).items() if k != "name"}
     return [SystemSpec(REFERENCE, "faster-whisper"), SystemSpec("offline Whisper (ours, 30 s pad)", "offline"),
-            SystemSpec(**(served | {"name": "two-pass 300 ms (served)"}))]
+            served_spec("two-pass 300 ms (served)")]
 
 
 def main() -> None:

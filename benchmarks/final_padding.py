@@ -18,7 +18,6 @@ WER is not separably higher and the median final-word latency on real dev is not
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -34,13 +33,16 @@ PREFIX = "dev_final_padding"
 def score(state: dict, which: str) -> None:
     from benchmarks.common import score_served_arms
 
-    score_served_arms(state, which, {f"two-pass served, last pass {arm}": {"final_verifier": arm} for arm in ARMS}, PREFIX)
+    score_served_arms(state, which, {f"two-pass served, last pass {arm}": {"final_verifier": arm} for arm in ARMS},
+                      PREFIX)
 
 
 def choose() -> dict:
+    from benchmarks.common import selection_result
+
     rows = {}
     for which in ("real", "synthetic"):
-        result = json.loads((SELECTION / f"{PREFIX}{'' if which == 'real' else '_synthetic'}.json").read_text())
+        result = selection_result(PREFIX, which)
         new, ref = result["systems"][1], result["systems"][0]
         rows[which] = {"wer": new["wer"], "pad30_wer": ref["wer"],
                        "wer_vs_pad30_ci95": new["vs_reference"]["wer"]["ci95"],

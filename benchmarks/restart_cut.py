@@ -85,15 +85,15 @@ def choose(seeds: tuple[int, ...]) -> dict:
 
 
 def score_two_pass(state: dict, restart_words: int, partials: str | None) -> None:
+    from dataclasses import replace
+
+    from benchmarks.common import served_spec
     from evaluation.report import evaluate_systems, write_report
     from evaluation.sets import describe, load_split
-    from evaluation.systems import SystemSpec
 
-    served = json.loads((SELECTION / "served_two_pass.json").read_text())
-    fields = {k: v for k, v in served.items() if k not in ("name", "restart_words")} | (
-        {"partials": partials} if partials else {})
-    specs = [SystemSpec(f"two-pass served, partials={fields.get('partials', 'causal')}, "
-                        f"{'restart cut ' + str(n) + ' words' if n else 'no restart cut'}", **fields, restart_words=n)
+    base = served_spec("", **({"partials": partials} if partials else {}))
+    specs = [replace(base, name=f"two-pass served, partials={base.partials or 'causal'}, "
+                                f"{'restart cut ' + str(n) + ' words' if n else 'no restart cut'}", restart_words=n)
              for n in (0, restart_words)]
     units = load_split([state["datasets"]["real"]], ["dev"])
     result = evaluate_systems(specs, units, test_set=describe([state["datasets"]["real"]], ["dev"], units),

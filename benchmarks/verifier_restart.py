@@ -18,7 +18,6 @@ is not separably higher, and whose median final-word latency on real dev is not 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -42,9 +41,11 @@ def score(state: dict, which: str) -> None:
 
 
 def choose() -> dict:
+    from benchmarks.common import selection_result
+
     arms: dict[str, dict] = {}
     for which in ("real", "synthetic"):
-        result = json.loads((SELECTION / f"{PREFIX}{'' if which == 'real' else '_synthetic'}.json").read_text())
+        result = selection_result(PREFIX, which)
         rows = {r["name"]: r for r in result["systems"]}
         off = rows[row_name(0)]
         for n in ARMS[1:]:

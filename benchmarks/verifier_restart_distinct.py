@@ -41,12 +41,12 @@ def score(state: dict, which: str) -> None:
 
 
 def choose() -> dict:
+    from benchmarks.common import selection_result
     from evaluation.intervals import compare
 
     sets: dict[str, dict] = {}
     for which in ("real", "synthetic"):
-        rows = {r["name"]: r for r in json.loads(
-            (SELECTION / f"{PREFIX}{'' if which == 'real' else '_synthetic'}.json").read_text())["systems"]}
+        rows = {r["name"]: r for r in selection_result(PREFIX, which)["systems"]}
         sets[which] = {"plain_wer": rows[PLAIN]["wer"], "distinct_wer": rows[DISTINCT]["wer"],
                        "distinct_vs_plain_ci95": rows[DISTINCT]["vs_reference"]["wer"]["ci95"],
                        "plain_latency_ms_median": rows[PLAIN]["word_latency_ms_median"],
