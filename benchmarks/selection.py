@@ -282,7 +282,8 @@ def partials_adapters(selection: Path) -> dict[str, Any]:
     adapter (``dev_distill_choice.json``) and its random-chunk sibling (``dev_rcs_choice.json``), or both from the
     longer runs of ``dev_steps_choice.json`` where that evidence chose the longer run. The per-chunk adapter is the
     same recipe and seed as trained for the restart-cut choice (``dev_restart_choice.json``) where that exists: the
-    adapters of the older evidence were trained by older code. Nothing here reads test."""
+    adapters of the older evidence were trained by older code; and the one ``rcs_choice.py`` trained beside the
+    random-chunk adapter where that file names it (the newest training of the recipe). Nothing here reads test."""
     distill = json.loads((selection / "dev_distill_choice.json").read_text())
     rcs = json.loads((selection / "dev_rcs_choice.json").read_text())
     out = {"per_chunk": distill["adapters"][distill["chosen"]], "rcs": rcs["rcs_adapter"], "steps": distill["steps"],
@@ -304,6 +305,11 @@ def partials_adapters(selection: Path) -> dict[str, Any]:
         restart = json.loads(restart_path.read_text())
         out["per_chunk"] = restart["adapters"][str(distill["seed"])]
         out["evidence"].append(restart_path.name)
+    if rcs.get("per_chunk_adapter"):  # both trained side by side by the latest code (rcs_choice.py): the pair itself
+        if (rcs["seed"], rcs["steps"]) != (distill["seed"], distill["steps"]):
+            raise ValueError(f"dev_rcs_choice.json trained seed {rcs['seed']}, {rcs['steps']} steps; the recipe is "
+                             f"seed {distill['seed']}, {distill['steps']} steps: run benchmarks/rcs_choice.py again")
+        out["per_chunk"] = rcs["per_chunk_adapter"]
     return out
 
 
