@@ -11,6 +11,12 @@ reference excludes 0 (lower) and whose median display latency stays below the ro
 
     python benchmarks/partials.py            # -> benchmarks/results/selection/dev_partials.{json,md}
     python benchmarks/partials.py --policies verifier-held,verifier-fresh --name dev_partials_fresh
+    python benchmarks/partials.py --min-probs 0,0.4,0.6,0.8 --name dev_partials_confident
+
+``--min-probs``: the served policy at each ``partial_min_prob`` (the verifier's partials end before its first open
+word with a token below it; 0, off, the reference). Its rule, fixed before the run: the smallest threshold whose
+rewrite rate is at most issue 28's 10 %, separably lower than off's, with the median display latency below the
+median final-word latency; none such: off.
 """
 
 from __future__ import annotations
@@ -23,6 +29,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 RESULTS = REPO / "benchmarks" / "results" / "selection"
+
+
+REWRITE_BAR = 0.10  # issue 28's partial rewrite rate
+
+
+def choose_min_prob(rows: list[dict]) -> float:
+    """``--min-probs``' rule (module docstring): rows in ascending threshold, the first off."""
+    ok = [r for r in rows[1:] if r["partial_rewrite_rate"] <= REWRITE_BAR
+          and r["vs_reference_ci95"]["partial_rewrite_rate"][1] < 0
+          and r["display_latency_ms_median"] < r["word_latency_ms_median"]]
+    return ok[0]["partial_min_prob"] if ok else 0.0
 
 
 def choose(rows: list[dict]) -> str:
@@ -39,6 +56,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="only the first N dev utterances (a quick check of the script)")
     parser.add_argument("--name", default="dev_partials")
     parser.add_argument("--policies", help="comma-separated, the first the reference (default: every policy)")
+    parser.add_argument("--min-probs", help="comma-separated partial_min_prob arms of the served policy, ascending "
+                        "from 0 (off, the reference)")
     args = parser.parse_args()
 
     from evaluation import intervals
@@ -50,15 +69,23 @@ def main() -> None:
     real = json.loads(Path(args.state).read_text())["datasets"]["real"]
     dev = load_split([real], ["dev"])[: args.limit]
     served = json.loads(Path(args.spec).read_text())
-    policies = args.policies.split(",") if args.policies else list(PARTIALS)
-    specs = [SystemSpec(**{**served, "name": f"two-pass served, partials={p}", "partials": p}) for p in policies]
+    if args.min_probs:
+        probs = [float(x) for x in args.min_probs.split(",")]
+        if probs[0] != 0 or probs != sorted(probs):
+            raise SystemExit("--min-probs: ascending, from 0 (off, the reference)")
+        policies = [f"{served['partials']}, min prob {m}" for m in probs]
+        specs = [SystemSpec(**{**served, "name": f"two-pass served, partials={p}", "partial_min_prob": m or None})
+                 for p, m in zip(policies, probs)]
+    else:
+        policies = args.policies.split(",") if args.policies else list(PARTIALS)
+        specs = [SystemSpec(**{**served, "name": f"two-pass served, partials={p}", "partials": p}) for p in policies]
     result = evaluate_systems(specs, dev, test_set=describe([real], ["dev"], dev), live=False)
-    runs = {s.partials: r for s, r in zip(specs, result["systems"], strict=True)}
+    runs = dict(zip(policies, result["systems"], strict=True))
     hyps = {p: [u["hyp"] for u in r["per_utterance"]] for p, r in runs.items()}
     assert all(h == hyps[policies[0]] for h in hyps.values()), "the finals differ between policies"
     rows = []
     for p, r in runs.items():
-        rows.append({"partials": p, "wer": r["wer"], "partial_rewrite_rate": r["partial_rewrite_rate"],
+        rows.append({"partials": p, "partial_min_prob": r["spec"].get("partial_min_prob", 0.0), "wer": r["wer"], "partial_rewrite_rate": r["partial_rewrite_rate"],
                      "partial_words_shown": r["partial_words_shown"],
                      "display_latency_ms_median": r["display_latency_ms_median"],
                      "display_latency_ms_p90": r["display_latency_ms_p90"],
@@ -67,9 +94,12 @@ def main() -> None:
                      "vs_reference_ci95": {m: [round(x, 4) for x in intervals.compare(
                          r["per_utterance"], runs[policies[0]]["per_utterance"], m)["ci95"]]
                          for m in intervals.PARTIAL_METRICS}})
+    rule = (__doc__.split("Its rule, fixed before the run: ")[1] if args.min_probs
+            else __doc__.split("The rule, fixed before the run: ")[1]).split("\n\n")[0].replace("\n", " ")
     out = {"split": "dev", "dev_set": result["test_set"], "spec": served, "feeding": "fixed", "reference": policies[0],
-           "finals_identical": True, "rule": __doc__.split("The rule, fixed before the run: ")[1].split("\n\n")[0]
-           .replace("\n", " "), "rows": rows, "chosen": choose(rows), "command": " ".join(["python", *sys.argv])}
+           "finals_identical": True, "rule": rule, "rows": rows,
+           "chosen": choose_min_prob(rows) if args.min_probs else choose(rows),
+           "command": " ".join(["python", *sys.argv])}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(out, indent=2) + "\n")
     lines = [f"Dev split: {out['dev_set']['n_utterances']} utterances, {out['dev_set']['n_words']} words; the served "

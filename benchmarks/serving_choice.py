@@ -112,6 +112,8 @@ def main() -> None:
     if fields["two_pass_verifier_restart_words"].default:
         spec["verifier_restart_words"] = fields["two_pass_verifier_restart_words"].default
         spec["verifier_restart_distinct"] = fields["two_pass_verifier_restart_distinct"].default
+    if fields["two_pass_partial_min_prob"].default:
+        spec["partial_min_prob"] = fields["two_pass_partial_min_prob"].default
     served_path.write_text(json.dumps(spec, indent=1) + "\n")
     print(json.dumps(result["choice"], indent=1))
 

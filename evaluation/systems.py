@@ -51,6 +51,8 @@ class SystemSpec:
     # two-pass: the partial words shown past the finals (one of streaming.second_pass.PARTIALS;
     # None: "causal"); the finals are the same whichever is shown
     partials: str | None = None
+    # two-pass: the verifier's partials end before its first open word with a token below this probability (None: off)
+    partial_min_prob: float | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
     def as_dict(self) -> dict[str, Any]:
@@ -145,7 +147,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
     if spec.kind == "faster-whisper":
         return FasterWhisperOffline(spec.model), f"pypi:faster-whisper=={_version('faster-whisper')}"
     if spec.kind == "two-pass":
-        from streaming.second_pass import TwoPassStreaming, Verifier
+        from streaming.second_pass import TwoPassStreaming
+        from streaming.verifier import Verifier
 
         hush = None
         if spec.hush_dir:
@@ -161,7 +164,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                                 self_agreement=bool(spec.self_agreement), window_ms=spec.window_ms,
                                 partials=spec.partials or "causal",
                                 verifier_restart_words=spec.verifier_restart_words or 0,
-                                verifier_restart_distinct=spec.verifier_restart_distinct or 1), "ours"
+                                verifier_restart_distinct=spec.verifier_restart_distinct or 1,
+                                partial_min_prob=spec.partial_min_prob or 0.0), "ours"
     if spec.kind == "causal":
         from configs.finetune import default_tau0_ms
         from streaming.engine import CausalStreamingEngine

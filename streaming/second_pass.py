@@ -56,24 +56,14 @@ are the same whichever is shown:
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
-from streaming.decoding import StreamingDecoderBase, word_tokens
-from streaming.encoder import CausalEncoder
 from streaming.events import SAMPLE_RATE, Hypothesis, norm_word, restart_at
-from streaming.word_times import FRAMES_PER_S, quiet_cut, word_ends_s
+from streaming.verifier import PROMPT_TOKENS, Verifier, VerifierWords
+from streaming.word_times import quiet_cut
 
-# Whisper's previous-text context holds up to 223 tokens; the last sentence or two is what helps, and every prompt
-# token is decoded again at each pass
-PROMPT_TOKENS = 96
 KEEP_S = 1.5  # the final words' audio a trimmed window keeps before the open words (see TwoPassStreaming._trim)
-# a repeating tail is a loop when its words pile up at the audio's end (see Verifier._held); checked again every
-# LOOP_CHECK_TOKENS tokens while the repeats advance
-PILE_UP_WORDS, PILE_UP_S, LOOP_CHECK_TOKENS = 3, 0.06, 16
-ECHO_ADVANCE_S = 0.1  # a word copying the final tail is spoken when it ends this much after it (Verifier._echo)
 # what is shown past the final words (module docstring)
 PARTIALS = ("causal", "committed", "agreed", "verifier", "verifier-only", "verifier-held", "verifier-fresh")
 # ``restart_at`` for the shown partials: a restart re-says RESTART_WORDS words in a row from the last RESTART_CONTEXT
@@ -92,146 +82,13 @@ def agreed(a: list[str], b: list[str]) -> int:
     return n
 
 
-def echo_length(final: list[int], new: list[int]) -> int:
-    """How many leading tokens of ``new`` copy the end of ``final``, block after block ("repeat" → "repeat repeat").
-
-    With the final words forced as its prefix, Whisper sometimes answers a short clip by saying its last words
-    again; real speech that repeats a word right at a final/partial boundary is much rarer than that echo."""
-    cut = 0
-    while cut < len(new):
-        k = next((k for k in range(min(len(final), len(new) - cut), 0, -1)
-                  if new[cut : cut + k] == final[len(final) - k :]), 0)
-        if not k:
-            break
-        cut += k
-    return cut
-
-
-@dataclass
-class _Words:
-    """A verifier hypothesis past the final words: its words and each word's tokens."""
-
-    words: list[str] = field(default_factory=list)
-    tokens: list[list[int]] = field(default_factory=list)
-
-
-class Verifier:
-    """The original weights on (audio ⊕ hush word), decoding greedily after a forced prefix of final tokens."""
-
-    def __init__(self, model, hush: np.ndarray | None, condition: str = "hush", max_tokens_per_s: float = 12.0,
-                 final_condition: str | None = None):
-        """``final_condition``: the padding of the end-of-stream pass (default ``condition``). The last pass
-        decides every word still pending, once per utterance, so Whisper's own 30 s padding ("pad30") there buys
-        offline accuracy for the words the mid-stream passes left open at one long pass per utterance."""
-        from whisper.tokenizer import get_tokenizer
-
-        final_condition = final_condition or condition
-        if hush is None and "hush" in (condition, final_condition):
-            raise ValueError("the verifier's 'hush' condition needs a hush word (or condition='zeros_5s' / 'pad30')")
-        self.model, self.hush, self.condition, self.final_condition = model, hush, condition, final_condition
-        self.tokenizer = get_tokenizer(model.is_multilingual, num_languages=model.num_languages, language="en",
-                                       task="transcribe")
-        self.base = StreamingDecoderBase(model, self.tokenizer, int8_vocab=False)
-        self.encoder = CausalEncoder(model.encoder, 20, 20, exact=False)  # mask=None: Whisper's own encoder
-        self.max_tokens_per_s = max_tokens_per_s
-
-    @torch.inference_mode()
-    def __call__(self, audio: np.ndarray, final_tokens: list[int], last: bool = False,
-                 prompt: list[int] | None = None) -> _Words:
-        """The words past ``final_tokens``; ``last``: the end-of-stream pass (under ``final_condition``);
-        ``prompt``: the text before ``audio`` (tokens), as Whisper's previous-text context."""
-        from training.hush_word.transcribe import condition_mel
-
-        mel = condition_mel(self.model, audio, self.final_condition if last else self.condition, self.hush)
-        frames = self.encoder(mel[None].to(next(self.model.parameters()).dtype), mask=None)[0]
-        self.frames, self.audio_frames = frames, len(audio) // (SAMPLE_RATE // FRAMES_PER_S)  # for word_ends
-        base = self.base
-        cache = base.decoder.new_cache(n_audio_ctx=frames.shape[0])  # this pass's frames: no 30 s buffers
-        base.decoder.append_audio(cache, frames)
-        context = [self.tokenizer.sot_prev, *prompt[-PROMPT_TOKENS:]] if prompt else []
-        seq = context + base.prefix + final_tokens
-        row = base._run(cache, seq, 0, logit_rows=1)[-1]
-        new: list[int] = []
-        budget = int(len(audio) / SAMPLE_RATE * self.max_tokens_per_s) + 4 - len(final_tokens)
-        check_at = None  # once a loop shows: where the audio is next asked whether it holds the repeats
-        for _ in range(max(0, min(budget, base.max_tokens - len(final_tokens)))):
-            token = int(base._logprobs(row, len(final_tokens) + len(new)).argmax())
-            if token == self.tokenizer.eot:
-                break
-            new.append(token)
-            if check_at is None and (loop := base.repeated_tail(new)):
-                if not last:
-                    del new[len(new) - loop :]
-                    break
-                check_at = len(new)
-            if check_at is not None and len(new) >= check_at:
-                if (held := self._held(final_tokens, new)) is not None:
-                    del new[held:]
-                    break
-                check_at = len(new) + LOOP_CHECK_TOKENS
-            row = base._run(cache, [token], len(seq) + len(new) - 1)[0]
-        else:  # the token budget ran out inside a loop
-            if check_at is not None and (held := self._held(final_tokens, new)) is not None:
-                del new[held:]
-        return self._words(new[self._echo((prompt or []) + final_tokens, final_tokens, new):])
-
-    def _echo(self, context: list[int], final_tokens: list[int], new: list[int]) -> int:
-        """How many leading tokens of ``new`` are an echo of ``context`` (cut them), asked of the audio.
-
-        ``echo_length`` finds the words that copy the final tail; repeated speech ("zero zero zero") copies it too.
-        An echo re-says words whose audio is already spoken for, so the attention ends it where the last final word
-        ends; a spoken repeat ends at least ``ECHO_ADVANCE_S`` later. The echo is the copied words up to the first
-        that advances."""
-        cut = echo_length(context, new)
-        if not cut:
-            return 0
-        groups, ends, previous = self._new_word_ends(final_tokens, new)
-        echoed = 0
-        for group, end in zip(groups, ends):
-            if echoed + len(group) > cut or end - previous >= ECHO_ADVANCE_S:
-                break
-            echoed, previous = echoed + len(group), end
-        return echoed
-
-    def _held(self, final_tokens: list[int], new: list[int]) -> int | None:
-        """Where a repeating tail of ``new`` outruns the audio (tokens to keep), or None while it does not.
-
-        A repeat is not a loop by itself: cutting at the third copy (what the mid-stream passes and the streaming
-        decoders do) lost 56 of 60 spoken digits on a dev stream. Spoken repeats advance through the audio; a loop
-        piles its surplus up at the audio's end (``PILE_UP_WORDS`` words ending within ``PILE_UP_S``), and the
-        first word of the pile is kept (the audio may end inside it). Asked in the last pass only: asked in the
-        mid-stream passes too (5 s of zeros after the audio, where Whisper spreads invented copies over the
-        spoken ones), a dev stream of 60 digits came out as 99 words."""
-        groups, ends, _ = self._new_word_ends(final_tokens, new)
-        pile = next((k for k in range(len(ends), 0, -1) if ends[-1] - ends[-k] <= PILE_UP_S), 1)
-        if pile < PILE_UP_WORDS:
-            return None
-        return sum(len(g) for g in groups[: len(groups) - pile + 1])
-
-    def _new_word_ends(self, final_tokens: list[int], new: list[int]) -> tuple[list[list[int]], list[float], float]:
-        """The words of ``new`` (token groups), where each ends in the last pass's audio, and where the last final
-        word ends (0 without one): aligned after the final words, as they were decoded."""
-        done, groups = word_tokens(self.tokenizer, final_tokens), word_tokens(self.tokenizer, new)
-        ends = self.word_ends(done + groups)
-        return groups, ends[len(done):], ends[len(done) - 1] if done else 0.0
-
-    def word_ends(self, words: list[list[int]]) -> list[float]:
-        """Where each word (token groups) ends in the audio of the last pass, in seconds."""
-        return word_ends_s(self.model, self.tokenizer, self.frames, words, self.audio_frames)
-
-    def _words(self, tokens: list[int]) -> _Words:
-        groups = word_tokens(self.tokenizer, tokens)
-        words = [self.tokenizer.decode(g).strip() for g in groups]
-        keep = [i for i, w in enumerate(words) if norm_word(w)]  # not "." alone (Whisper's answer to silence)
-        return _Words([words[i] for i in keep], [groups[i] for i in keep])
-
-
 class TwoPassStreaming:
     """A `StreamingRecognizer`: the verifier's finals, partials by ``partials`` (see the module docstring)."""
 
     def __init__(self, engine, verifier: Verifier, every_ms: int = 600, self_agreement: bool = False,
                  hold_last: bool = True, window_ms: int | None = None, partials: str = "causal",
-                 verifier_restart_words: int = 0, verifier_restart_distinct: int = 1) -> None:
+                 verifier_restart_words: int = 0, verifier_restart_distinct: int = 1,
+                 partial_min_prob: float = 0.0) -> None:
         if partials not in PARTIALS:
             raise ValueError(f"partials must be one of {PARTIALS}, got {partials!r}")
         self.partials = partials
@@ -256,6 +113,11 @@ class TwoPassStreaming:
             raise ValueError(f"verifier_restart_words must be >= 0 and verifier_restart_distinct >= 1, got "
                              f"{verifier_restart_words}, {verifier_restart_distinct}")
         self.verifier_restart_words, self.verifier_restart_distinct = verifier_restart_words, verifier_restart_distinct
+        # the verifier's partials stop before the first open word the greedy decoder gave a token of less than this
+        # probability (0: off): a word the pass was unsure of is the one the next pass changes
+        if not 0.0 <= partial_min_prob < 1.0:
+            raise ValueError(f"partial_min_prob must be in [0, 1), got {partial_min_prob}")
+        self.partial_min_prob = partial_min_prob
         self.lookahead_ms = getattr(engine, "lookahead_ms", 0.0)
         self.chunk_ms = getattr(engine, "chunk_ms", None)  # what a live session cuts its pieces to
         self.reset()
@@ -270,7 +132,7 @@ class TwoPassStreaming:
         self._last_pass = 0
         self.final_words: list[str] = []
         self.final_tokens: list[int] = []
-        self._previous: _Words | None = None
+        self._previous: VerifierWords | None = None
         self._verified_tail: list[str] | None = None  # the causal tail the last pass saw
         self._causal_before: tuple[str, ...] = ()  # the causal words of the previous step (``agreed``)
         self.passes = 0
@@ -304,7 +166,7 @@ class TwoPassStreaming:
         self.final_words += now.words[:n]
         self.final_tokens += [t for g in now.tokens[:n] for t in g]
         self._window += now.tokens[:n]
-        self._previous = _Words(now.words[n:], now.tokens[n:])
+        self._previous = VerifierWords(now.words[n:], now.tokens[n:], now.probs[n:])
         if n and not final and self.window_ms and len(audio) * 1000 > self.window_ms * SAMPLE_RATE:
             self._trim(audio, now.tokens[n:])
 
@@ -362,7 +224,15 @@ class TwoPassStreaming:
         return Hypothesis(tuple(self.final_words), shown)
 
     def _shown(self, causal: Hypothesis, tail: list[str]) -> tuple[str, ...]:
-        """The partial words past the final ones, by ``self.partials`` (module docstring)."""
+        """The partial words past the final ones, by ``self.partials`` (module docstring); the verifier's words only
+        up to its first unsure one (``partial_min_prob``)."""
+        shown = self._policy(causal, tail)
+        if self.partial_min_prob and self._previous and self.partials.startswith("verifier"):
+            sure = self._previous.confident(self.partial_min_prob)
+            return shown[:sure] if sure < len(self._previous.words) else shown
+        return shown
+
+    def _policy(self, causal: Hypothesis, tail: list[str]) -> tuple[str, ...]:
         if self.partials == "causal":
             return tuple(tail)
         start = len(causal.words) - len(tail)  # where the tail starts among the causal words
@@ -400,4 +270,4 @@ class TwoPassStreaming:
         return Hypothesis(tuple(self.final_words))
 
 
-__all__ = ["PARTIALS", "TwoPassStreaming", "Verifier", "agreed", "echo_length", "norm_word", "restart_at"]
+__all__ = ["PARTIALS", "TwoPassStreaming", "agreed"]

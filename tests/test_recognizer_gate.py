@@ -60,6 +60,7 @@ def test_two_pass_candidates_cover_each_verifier_padding_and_need_a_hush_word_on
     assert all(s.restart_words == config.two_pass_restart_words == 0 for s in two_pass.values())
     assert all((s.verifier_restart_words or 0) == config.two_pass_verifier_restart_words for s in two_pass.values())
     assert all(s.verifier_restart_distinct == config.two_pass_verifier_restart_distinct for s in two_pass.values())
+    assert all((s.partial_min_prob or 0.0) == config.two_pass_partial_min_prob for s in two_pass.values())
     assert all(s.window_ms == config.verifier_window_ms and s.precision == config.two_pass_precision
                for s in two_pass.values())
     without = recognizer_candidates.fn(config, {300: "adapter"}, None, None)
@@ -111,4 +112,5 @@ def test_the_served_spec_carries_the_pipelines_dev_choices():
     assert served["restart_words"] == config.two_pass_restart_words
     assert served.get("verifier_restart_words", 0) == config.two_pass_verifier_restart_words
     assert served.get("verifier_restart_distinct", 1) == config.two_pass_verifier_restart_distinct
+    assert served.get("partial_min_prob", 0.0) == config.two_pass_partial_min_prob
     assert served["window_ms"] == config.verifier_window_ms and served["partials"] == config.two_pass_partials

@@ -10,8 +10,9 @@ import pytest
 
 from evaluation.sets import load_realspeech
 from streaming.evaluate import evaluate_records, stream_all
-from streaming.events import Hypothesis
-from streaming.second_pass import TwoPassStreaming, Verifier, agreed, echo_length, norm_word
+from streaming.events import Hypothesis, norm_word
+from streaming.second_pass import TwoPassStreaming, agreed
+from streaming.verifier import Verifier, echo_length
 
 HUSH = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "hush_word_tiny.en"
 
@@ -45,7 +46,7 @@ def test_an_echo_of_the_final_words_is_cut():
 def test_spoken_repeats_are_kept_and_a_loop_past_the_audio_is_cut(tiny, realspeech: Path):
     """A word said ten times is ten words, not a loop: the verifier keeps repeats its audio holds (cutting at the
     third copy, as before, kept two) and stops a repeating tail once it piles up at the audio's end."""
-    from streaming.second_pass import PILE_UP_WORDS, Verifier
+    from streaming.verifier import PILE_UP_WORDS, Verifier
 
     u = load_realspeech(realspeech, ("ljspeech",), limit={"ljspeech": 1})[0]
     first = u.words[0]  # "printing", then a pause
@@ -121,10 +122,10 @@ class _Scripted:
         return Hypothesis((), tuple(self.answers.pop(0)))
 
     def __call__(self, audio, final_tokens, last=False, prompt=None):
-        from streaming.second_pass import _Words
+        from streaming.verifier import VerifierWords
 
         words = self.answers.pop(0)
-        return _Words(words, [[i] for i, _ in enumerate(words)])
+        return VerifierWords(words, [[i] for i, _ in enumerate(words)])
 
 
 def test_the_word_at_the_cut_edge_waits():
@@ -204,8 +205,8 @@ def test_verifier_partials_are_its_open_words_then_the_agreed_causal_ones():
 
 
 def test_restart_at_finds_where_the_open_words_say_again_what_was_written():
+    from streaming.events import restart_at as at
     from streaming.second_pass import RESTART_CONTEXT, RESTART_WORDS
-    from streaming.second_pass import restart_at as at
 
     def restart_at(written, words):
         return at(written, words, RESTART_WORDS, RESTART_CONTEXT)
@@ -269,3 +270,43 @@ def test_the_pipeline_offers_every_partials_policy():
     from streaming.second_pass import PARTIALS
 
     assert get_args(PipelineConfig.model_fields["two_pass_partials"].annotation) == PARTIALS
+
+
+def test_unsure_verifier_words_are_not_shown():
+    """``partial_min_prob``: the verifier's partials end before its first open word with an unsure token; the
+    finals are what they were."""
+    from streaming.verifier import VerifierWords
+
+    words = ["the", "block", "book", "produced", "the"]
+    probs = [0.95, 0.9, 0.3, 0.9, 0.8]
+    assert VerifierWords(words, [[i] for i in range(5)], probs).confident(0.5) == 2
+    assert VerifierWords(words, [[i] for i in range(5)], probs).confident(0.2) == 5
+    assert VerifierWords(words, [[i] for i in range(5)]).confident(0.99) == 5  # no probabilities: certain
+
+    class Unsure(_Scripted):
+        def __call__(self, audio, final_tokens, last=False, prompt=None):
+            said = self.answers.pop(0)
+            return VerifierWords(said, [[i] for i, _ in enumerate(said)], probs[: len(said)])
+
+    def shown(min_prob: float) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        # causal words the verifier does not agree with: nothing final, the verifier's words all open
+        system = TwoPassStreaming(_Scripted([["um", "uh"]]), Unsure([list(words)]), every_ms=300,
+                                  partials="verifier-held",
+                                  partial_min_prob=min_prob)
+        hyp = system.feed(np.zeros(4800, dtype=np.float32))
+        return hyp.committed, hyp.tentative
+
+    assert shown(0.0) == ((), tuple(words[:-1]))  # all but the word the audio's edge may cut
+    assert shown(0.5) == ((), ("the", "block"))  # up to "book", which the pass was unsure of
+    assert shown(0.2) == shown(0.0)  # every word sure: the edge word still waits
+    with pytest.raises(ValueError, match="partial_min_prob"):
+        TwoPassStreaming(_Scripted([]), _Scripted([]), partial_min_prob=1.0)
+
+
+def test_the_verifier_gives_each_word_its_lowest_token_probability(tiny, utterances):
+    from streaming.verifier import Verifier
+
+    heard = Verifier(tiny, None, "pad30")(utterances[0].audio.astype(np.float32), [], last=True)
+    assert heard.words and len(heard.probs) == len(heard.words) == len(heard.tokens)
+    assert all(0.0 < p <= 1.0 for p in heard.probs)
+    assert max(heard.probs) > 0.5  # a clean read sentence: Whisper is sure of most of it

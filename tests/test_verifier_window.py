@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from evaluation.sets import load_realspeech
-from streaming.second_pass import TwoPassStreaming, Verifier, norm_word
+from streaming.events import norm_word
+from streaming.second_pass import TwoPassStreaming
+from streaming.verifier import Verifier
 from streaming.word_times import quiet_cut
 
 
