@@ -52,7 +52,8 @@ from typing import Literal
 
 import numpy as np
 
-from data.synth import BUILTIN_TEXTS, _clean_stale_partials, _write_wav
+from data.synth import _clean_stale_partials, _write_wav
+from data.synth_texts import BUILTIN_TEXTS
 from data.text import transcript_words
 
 log = logging.getLogger(__name__)
