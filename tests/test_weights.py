@@ -27,11 +27,11 @@ import whisper
 from whisper.model import ModelDimensions, Whisper, sinusoids
 
 from training.ct2 import CT2Model, read_ct2_model
+from training.ct2_whisper import decode_alignment_heads
 from training.weights import (
     CT2Files,
     ModelUnavailableError,
     WeightsError,
-    _decode_alignment_heads,
     checkpoint_sha256,
     converted_cache_dir,
     convert_ct2,
@@ -364,7 +364,7 @@ def test_base_two_part_conversion(base_model, base_files, cache):
     config = json.loads(base_files.config.read_text())
     heads = base_model.alignment_heads.to_dense().nonzero().tolist()
     assert heads == config["alignment_heads"]
-    assert [list(h) for h in _decode_alignment_heads(whisper._ALIGNMENT_HEADS["base"], 6, 8)] == heads
+    assert [list(h) for h in decode_alignment_heads(whisper._ALIGNMENT_HEADS["base"], 6, 8)] == heads
 
 
 def test_base_parts_in_wrong_order(base_files):
