@@ -272,25 +272,31 @@ def stage_partials(args, out: Path, state: dict) -> None:
     the served two-pass spec over it, on test; the headline keys (``evaluation.headline``) go on top of the report.
     The adapters come from the dev evidence files only (``selection.partials_specs``)."""
     from benchmarks import selection as sel
+    from evaluation.sets import describe, load_split
 
     choices = json.loads((SELECTION / "choices.json").read_text())
     reference = choices.get("peers", {}).get("whisperlivekit-la@1000", {}).get("name")
     specs, adapters = sel.partials_specs(SELECTION)
-    specs = _unscored(specs, RESULTS / "evaluation.json")
+    real = state["datasets"]["real"]
+    test_sha = describe([real], ["test"], load_split([real], ["test"]))["audio_sha256"]
+    specs = _unscored(specs, RESULTS / "evaluation.json", test_sha)
     result = _release_part(args, out, state, specs, reference, "partials")
     result["partials_recipe"] = {**adapters, "selected_on": "dev",
                                  "evidence": [f"benchmarks/results/selection/{e}" for e in adapters["evidence"]]}
     _write_release(result)
 
 
-def _unscored(specs, path: Path) -> list:
-    """The specs the report does not hold yet. A row already scored with the same system under another name is
-    renamed in the report instead of scored again (a label corrected, not a new look at test)."""
+def _unscored(specs, path: Path, audio_sha256: str) -> list:
+    """The specs the report does not hold yet on the test split whose audio hashes to ``audio_sha256`` (a report of
+    another split holds none of them). A row already scored with the same system under another name is renamed in
+    the report instead of scored again (a label corrected, not a new look at test)."""
     from dataclasses import asdict
 
     if not path.exists():
         return list(specs)
     report = json.loads(path.read_text())
+    if report.get("test_set", {}).get("audio_sha256") != audio_sha256:
+        return list(specs)
 
     def system(spec: dict) -> str:
         return json.dumps({k: v for k, v in spec.items() if k != "name" and v is not None}, sort_keys=True)

@@ -1,0 +1,35 @@
+"""Which of issue 28's release rows are still to score (``benchmarks.evaluation._unscored``): only rows of the same
+test split count as scored, so a new split is scored whole and an old report never stands in for it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is not an installed package
+from benchmarks.evaluation import _unscored  # noqa: E402
+from evaluation.systems import SystemSpec  # noqa: E402
+
+
+def _report(path: Path, sha: str, specs: list[SystemSpec]) -> None:
+    path.write_text(json.dumps({"test_set": {"audio_sha256": sha},
+                                "systems": [{"name": s.name, "spec": asdict(s)} for s in specs]}))
+
+
+def test_only_rows_of_the_same_split_are_scored(tmp_path):
+    offline = SystemSpec("offline Whisper (ours, 30 s pad)", "offline")
+    causal = SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir="/a/1")
+    report = tmp_path / "evaluation.json"
+    assert _unscored([offline, causal], report, "new") == [offline, causal]  # no report yet
+    _report(report, "old", [offline])
+    assert _unscored([offline, causal], report, "new") == [offline, causal]  # another split: all of them
+    assert _unscored([offline, causal], report, "old") == [causal]
+
+
+def test_a_row_of_the_same_system_is_renamed_not_scored_again(tmp_path):
+    report = tmp_path / "evaluation.json"
+    _report(report, "s", [SystemSpec("old label", "causal", 300, adapter_dir="/a/1")])
+    assert _unscored([SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir="/a/1")], report, "s") == []
+    assert json.loads(report.read_text())["systems"][0]["name"] == "causal tuned 300 ms"
