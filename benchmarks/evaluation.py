@@ -174,6 +174,19 @@ def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = (300, 5
     1 s, its dev-chosen configuration), named whether or not this part scores it. ``ours_rows`` False: the peers
     alone (a part of a release scored in parts); ``policies``: only these peer kinds (None: every one). Nothing here
     looks at test."""
+    from evaluation.systems import SystemSpec
+
+    specs = _ours_release_specs(state, choices) if ours_rows else []  # peers alone need no trained artifact
+    peers = choices.get("peers", {})
+    for key, peer in sorted(peers.items(), key=lambda kv: (kv[1]["kind"], kv[1]["chunk_ms"])):
+        if peer["chunk_ms"] in budgets and (policies is None or peer["kind"] in policies):
+            specs.append(SystemSpec(peer["name"], peer["kind"], peer["chunk_ms"], vac=peer["vac"]))
+    reference = peers.get("whisperlivekit-la@1000", {}).get("name")
+    return specs, reference
+
+
+def _ours_release_specs(state: dict, choices: dict) -> list:
+    """The offline references and our dev-chosen systems, from the trained artifacts of ``state``."""
     from benchmarks import selection as sel
     from evaluation.systems import SystemSpec
 
@@ -205,13 +218,7 @@ def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = (300, 5
         spec = SystemSpec(**{**champ["spec"], "name": f"champion (dev): {champ['name']}"})
         ours = [s for s in ours if (s.kind, s.chunk_ms, s.adapter_dir, s.beam_size, s.emma_dir, s.every_ms) !=
                 (spec.kind, spec.chunk_ms, spec.adapter_dir, spec.beam_size, spec.emma_dir, spec.every_ms)] + [spec]
-    specs = specs + ours if ours_rows else []
-    peers = choices.get("peers", {})
-    for key, peer in sorted(peers.items(), key=lambda kv: (kv[1]["kind"], kv[1]["chunk_ms"])):
-        if peer["chunk_ms"] in budgets and (policies is None or peer["kind"] in policies):
-            specs.append(SystemSpec(peer["name"], peer["kind"], peer["chunk_ms"], vac=peer["vac"]))
-    reference = peers.get("whisperlivekit-la@1000", {}).get("name")
-    return specs, reference
+    return specs + ours
 
 
 def stage_release(args, out: Path, state: dict) -> None:
@@ -237,7 +244,8 @@ def stage_release(args, out: Path, state: dict) -> None:
     result["best_streaming"] = None if champ is None else {
         k: champ.get(k) for k in ("name", "chunk_ms", "wer", "word_latency_ms_median", "word_latency_ms_p90", "rtf",
                                   "ci95", "vs_reference")} | {"selected_on": "dev"}
-    result["training"] = {"datasets": _train_sets(state), "splits": ["train"], "artifacts": state["artifacts"]}
+    result["training"] = {"datasets": _train_sets(state), "splits": ["train"],
+                          "artifacts": state.get("artifacts", {})}
     _write_release(result)
 
 
