@@ -280,14 +280,13 @@ def stage_partials(args, out: Path, state: dict) -> None:
     the served two-pass spec over it, on test; the headline keys (``evaluation.headline``) go on top of the report.
     The adapters come from the dev evidence files only (``selection.partials_specs``)."""
     from benchmarks import selection as sel
-    from evaluation.sets import describe, load_split
+    from evaluation.sets import split_sha256
 
     choices = json.loads((SELECTION / "choices.json").read_text())
     reference = choices.get("peers", {}).get("whisperlivekit-la@1000", {}).get("name")
     specs, adapters = sel.partials_specs(SELECTION)
     real = state["datasets"]["real"]
-    test_sha = describe([real], ["test"], load_split([real], ["test"]))["audio_sha256"]
-    specs = _unscored(specs, RESULTS / "evaluation.json", test_sha)
+    specs = _unscored(specs, RESULTS / "evaluation.json", split_sha256([real], ["test"]))
     result = _release_part(args, out, state, specs, reference, "partials")
     result["partials_recipe"] = {**adapters, "selected_on": "dev",
                                  "evidence": [f"benchmarks/results/selection/{e}" for e in adapters["evidence"]]}

@@ -11,7 +11,7 @@ reference excludes 0 (lower) and whose median display latency stays below the ro
 
     python benchmarks/partials.py            # -> benchmarks/results/selection/dev_partials.{json,md}
     python benchmarks/partials.py --policies verifier-held,verifier-fresh --name dev_partials_fresh
-    python benchmarks/partials.py --min-probs 0,0.4,0.6,0.8 --name dev_partials_confident
+    python benchmarks/partials.py --min-probs 0,0.3,0.5,0.7 --name dev_partials_confident
 
 ``--min-probs``: the served policy at each ``partial_min_prob`` (the verifier's partials end before its first open
 word with a token below it; 0, off, the reference). Its rule, fixed before the run: the smallest threshold whose

@@ -164,7 +164,7 @@ def _texts_digest(texts: Sequence[str] | None) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-def _params(n: int, texts: Sequence[str] | None, seed: int, espeak_version: str) -> dict:
+def _params(n: int, texts: Sequence[str] | None, seed: int, version: str) -> dict:
     import soxr
 
     return {
@@ -180,7 +180,7 @@ def _params(n: int, texts: Sequence[str] | None, seed: int, espeak_version: str)
         "trail_pad_s": list(TRAIL_PAD_S),
         "noise_dbfs": list(NOISE_DBFS),
         "sample_rate": SAMPLE_RATE,
-        "espeak_version": espeak_version,
+        "espeak_version": version,
         "soxr_version": getattr(soxr, "__version__", "?"),
     }
 

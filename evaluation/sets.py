@@ -72,8 +72,19 @@ def describe(version_dirs: Sequence[str | Path], splits: Sequence[str], utteranc
 
     keys = {u.utt_id for u in utterances}
     rows = [r for d in version_dirs for r in read_manifest(d).to_pylist() if r["split"] in splits and r["key"] in keys]
-    digest = hashlib.sha256("".join(sorted(r["audio_sha256"] for r in rows)).encode()).hexdigest()
     return {"n_utterances": len(utterances), "seconds": round(sum(len(u.audio) for u in utterances) / 16_000, 1),
             "speakers": len({(r["corpus"], r["speaker"]) for r in rows}),
             "n_words": sum(len(r["words"]) for r in rows),  # aligned transcript words (dataset.json counts these)
-            "corpora": sorted({r["corpus"] for r in rows}), "splits": list(splits), "audio_sha256": digest}
+            "corpora": sorted({r["corpus"] for r in rows}), "splits": list(splits), "audio_sha256": _digest(rows)}
+
+
+def split_sha256(version_dirs: Sequence[str | Path], splits: Sequence[str]) -> str:
+    """``describe``'s audio hash of whole splits (every utterance ``load_split`` reads), from the manifests alone:
+    which test set a report holds, without reading its audio."""
+    from data.manifest import read_manifest
+
+    return _digest([r for d in version_dirs for r in read_manifest(d).to_pylist() if r["split"] in splits])
+
+
+def _digest(rows: Sequence[dict]) -> str:
+    return hashlib.sha256("".join(sorted(r["audio_sha256"] for r in rows)).encode()).hexdigest()

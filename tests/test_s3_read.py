@@ -192,7 +192,7 @@ def test_training_reads_a_dataset_version_from_s3(realspeech, tmp_path, s3_bucke
     from data.leakage import check_held_out
     from data.manifest import read_manifest, read_rejects
     from training.causal.data import dataset_ref, read_all, read_utterances
-    from evaluation.sets import describe, load_split
+    from evaluation.sets import describe, load_split, split_sha256
 
     local = _version_folder(realspeech, tmp_path)
     url = fs.join(s3_bucket, "datasets", "tiny", "tiny-v1")
@@ -213,6 +213,11 @@ def test_training_reads_a_dataset_version_from_s3(realspeech, tmp_path, s3_bucke
     # the evaluation set and the leakage guard read the manifest from S3 too
     utts = load_split([url], ["test"])
     assert describe([url], ["test"], utts) == describe([local], ["test"], load_split([local], ["test"]))
+    # which split a report holds, from the manifests alone: the same hash as the loaded utterances'
+    assert split_sha256([url], ["test"]) == split_sha256([local], ["test"]) == describe([url], ["test"], utts)[
+        "audio_sha256"]
+    assert split_sha256([local], ["train", "test"]) == describe([local], ["train", "test"], load_split(
+        [local], ["train", "test"]))["audio_sha256"]
     assert check_held_out([url], ["train"], [local], ["test"]) == 0
     assert check_held_out([url], ["train"], [url], ["train"], allow=True) == 3
 
