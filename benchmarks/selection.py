@@ -318,6 +318,7 @@ def partials_specs(selection: Path) -> tuple[list[SystemSpec], dict[str, Any]]:
     per-chunk adapter alone and the random-chunk one alone at 300 ms (greedy: the partials), the served two-pass spec
     (``served_two_pass.json``: original weights in both passes) and the same spec over the chosen per-chunk adapter;
     and the adapters they use."""
+    from evaluation.headline import SERVED_ROW
     from streaming.engine import RESTART_WORDS
 
     adapters = partials_adapters(selection)
@@ -328,7 +329,7 @@ def partials_specs(selection: Path) -> tuple[list[SystemSpec], dict[str, Any]]:
              SystemSpec("faster-whisper offline", "faster-whisper"),
              SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=adapters["per_chunk"], **greedy),
              SystemSpec("causal random-chunk adapter 300 ms", "causal", 300, adapter_dir=adapters["rcs"], **greedy),
-             SystemSpec(**{**served, "name": "two-pass 300 ms (served)"}),
-             SystemSpec(**{**served, "name": "two-pass 300 ms, distilled causal adapter",
+             SystemSpec(**{**served, "name": SERVED_ROW}),
+             SystemSpec(**{**served, "name": "two-pass 300 ms, distilled causal adapter (edge + heartbeat)",
                            "adapter_dir": adapters["per_chunk"]})]
     return specs, adapters
