@@ -62,7 +62,9 @@ async def receive(ws: WebSocket, chunk_choices: tuple[int, ...], frames: asyncio
             try:
                 message = await asyncio.wait_for(ws.receive(), wait)
             except TimeoutError:
-                if guard.time_left() <= 0:
+                # which limit the wait was cut to decides, not the guard's clock read again: asyncio may run a
+                # timeout up to its clock resolution early, and a stream the guard timed out was then called idle
+                if wait < idle_timeout_s or guard.time_left() <= 0:
                     raise guard.too_slow()
                 raise ProtocolError("idle", f"no frame for {idle_timeout_s:.0f} s")
             if message["type"] == "websocket.disconnect":
