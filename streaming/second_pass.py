@@ -172,15 +172,19 @@ class TwoPassStreaming:
                 m = agreed(now.words, candidate)
                 if m > n and (i == 0 or m >= 2):  # a shifted tail agreeing on one short word ("a") is chance
                     n, tail = m, candidate
-            clear = self._clear(audio, now) if self.hold_last else 0
+            held = min(len(now.words), len(tail)) - 1  # the last word of either: ``hold_last``
+            both = (agreed(now.words, self._previous.words) if self._previous is not None and self.self_agreement
+                    else 0)
+            last = min(len(now.words), len(self._previous.words)) - 1 if self._previous is not None else 0
+            # the alignment costs a decoder pass: asked only when a hold would cut a word
+            clear = self._clear(audio, now) if self.hold_last and (n > held or both > last) else 0
             if self.hold_last:
-                n = max(0, min(n, max(min(len(now.words), len(tail)) - 1, clear)))
+                n = max(0, min(n, max(held, clear)))
             if self._previous is not None and self.self_agreement:
                 # LocalAgreement-2 on the verifier alone, but never on the last word of either pass: audio cut
                 # inside a word makes Whisper guess a shorter word ("type of" for "typography"), and it can
                 # guess the same twice (unless this pass heard the word end clear of the audio's edge)
-                last = max(min(len(now.words), len(self._previous.words)) - 1, clear)
-                n = max(n, min(agreed(now.words, self._previous.words), last))
+                n = max(n, min(both, max(last, clear)))
             n = min(n, fresh)
         self.final_words += now.words[:n]
         self.final_tokens += [t for g in now.tokens[:n] for t in g]

@@ -337,6 +337,7 @@ def test_a_last_word_clear_of_the_audio_edge_need_not_wait():
             self.ends = ends
 
         def word_ends(self, words):
+            assert self.ends is not None, "the alignment was asked for with no word held"
             return self.ends[: len(words)]
 
     chunk = np.zeros(4800, dtype=np.float32)  # 0.3 s: the audio ends at 0.3 s
@@ -350,6 +351,10 @@ def test_a_last_word_clear_of_the_audio_edge_need_not_wait():
     assert finals([0.1, 0.2], 50) == ("the", "cat")  # "cat" ends 100 ms before the edge
     assert finals([0.1, 0.28], 50) == ("the",)  # 20 ms before it: the edge may be inside "cat"
     assert finals([0.25, 0.28], 100) == ("the",)  # neither is clear: the plain hold, as without an edge
+    # the two agree on "the" alone, far from either's last word: no hold cuts it, the alignment is not asked for
+    system = TwoPassStreaming(_Scripted([["the", "dog", "sat"]]), Aligned([["the", "cat", "sat"]], None),
+                              every_ms=300, hold_last_edge_ms=50)
+    assert system.feed(chunk).committed == ("the",)
     with pytest.raises(ValueError, match="hold_last_edge_ms"):
         TwoPassStreaming(_Scripted([]), _Scripted([]), hold_last_edge_ms=0)
 
