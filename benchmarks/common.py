@@ -120,12 +120,13 @@ def dev_choice_cli(doc: str, score, choose, prefix: str) -> None:
 
 def latency_choice(prefix: str, reference: str, arms: dict[int, str], max_rtf: float,
                    selection: Path = RESULTS / "selection") -> dict:
-    """A setting chosen for latency on dev (the rule ``heartbeat.py`` and ``hold_last_edge.py`` write before their
-    runs): an arm qualifies when its WER is not separably higher than ``reference``'s on every set scored (real dev,
-    synthetic dev, the continuous dev streams), its streams RTF is ≤ ``max_rtf`` and its streams median final-word
-    latency is separably lower than the reference's. Of the qualifying, the one with the lowest streams latency,
-    unless it is not separably sooner than a larger setting that qualifies: then the largest such (the cautious
-    end). ``arms``: setting → row name. A set not scored is named in ``sets_not_scored`` (the streams are needed)."""
+    """A setting chosen for latency on dev (the rule ``heartbeat.py``, ``hold_last_edge.py`` and
+    ``edge_heartbeat.py`` write before their runs): an arm qualifies when its WER is not separably higher than
+    ``reference``'s on every set scored (real dev, synthetic dev, the continuous dev streams), its streams RTF is
+    ≤ ``max_rtf`` and its streams median final-word latency is separably lower than the reference's. Of the
+    qualifying, the one with the lowest streams latency, unless it is not separably sooner than a larger setting
+    that qualifies: then the largest such (the cautious end). ``arms``: setting → row name. A set not scored is
+    named in ``sets_not_scored`` (the streams are needed)."""
     from evaluation.intervals import compare
 
     rows, missing = {}, []
@@ -166,3 +167,21 @@ def latency_choice(prefix: str, reference: str, arms: dict[int, str], max_rtf: f
         "streams_latency_ms_median": streams[reference]["word_latency_ms_median"],
         "streams_latency_ms_p90": streams[reference]["word_latency_ms_p90"], "streams_rtf": streams[reference]["rtf"]},
         "arms": chosen_arms, "sets_not_scored": missing}
+
+
+def latency_choice_cli(doc: str, prefix: str, reference: str, arms: dict[int, tuple[str, dict]], key: str,
+                       max_rtf: float, **fixed) -> None:
+    """The command line of a latency setting chosen on dev (``heartbeat.py``, ``hold_last_edge.py``,
+    ``edge_heartbeat.py``): ``arms`` maps each setting to its row name and the fields it sets over the served spec
+    (``reference``: the served spec as it is); ``--choose`` writes :func:`latency_choice` under ``key``, with
+    ``fixed`` and the rule ``doc`` wrote before the run."""
+
+    def score(state: dict, which: str) -> None:
+        score_served_arms(state, which, {reference: {}} | dict(arms.values()), prefix)
+
+    def choose() -> dict:
+        choice = latency_choice(prefix, reference, {v: name for v, (name, _) in arms.items()}, max_rtf)
+        return {key: choice.pop("chosen"), **fixed, **choice,
+                "rule": doc.split("Rule, written before the run", 1)[1].lstrip(": ").strip()}
+
+    dev_choice_cli(doc, score, choose, prefix)

@@ -30,37 +30,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
-PREFIX = "dev_edge_heartbeat"
-SERVED = "two-pass served"
 EDGE_MS = 300
 HEARTBEATS_MS = (600, 1000)
-MAX_RTF = 0.5
-
-
-def arm(heartbeat_ms: int) -> str:
-    return f"two-pass served, last word final {EDGE_MS} ms clear of the edge, heartbeat {heartbeat_ms} ms"
-
-
-def score(state: dict, which: str) -> None:
-    from benchmarks.common import score_served_arms
-
-    score_served_arms(state, which, {SERVED: {}} | {arm(h): {"hold_last_edge_ms": EDGE_MS, "heartbeat_ms": h}
-                                                    for h in HEARTBEATS_MS}, PREFIX)
-
-
-def choose() -> dict:
-    from benchmarks.common import latency_choice
-
-    choice = latency_choice(PREFIX, SERVED, {h: arm(h) for h in HEARTBEATS_MS}, MAX_RTF)
-    return {"chosen_heartbeat_ms": choice.pop("chosen"), "hold_last_edge_ms": EDGE_MS, **choice,
-            "rule": __doc__.split("Rule, written before the run ", 1)[1].strip()}
-
-
-def main() -> None:
-    from benchmarks.common import dev_choice_cli
-
-    dev_choice_cli(__doc__, score, choose, PREFIX)
-
 
 if __name__ == "__main__":
-    main()
+    from benchmarks.common import latency_choice_cli
+
+    latency_choice_cli(__doc__, "dev_edge_heartbeat", "two-pass served",
+                       {h: (f"two-pass served, last word final {EDGE_MS} ms clear of the edge, heartbeat {h} ms",
+                            {"hold_last_edge_ms": EDGE_MS, "heartbeat_ms": h}) for h in HEARTBEATS_MS},
+                       "chosen_heartbeat_ms", max_rtf=0.5, hold_last_edge_ms=EDGE_MS)

@@ -29,35 +29,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
-PREFIX = "dev_hold_last_edge"
-HELD = "two-pass served, last word held"
 EDGES_MS = (300, 600)
-MAX_RTF = 0.5
-
-
-def arm(edge_ms: int) -> str:
-    return f"two-pass served, last word final {edge_ms} ms clear of the edge"
-
-
-def score(state: dict, which: str) -> None:
-    from benchmarks.common import score_served_arms
-
-    score_served_arms(state, which, {HELD: {}} | {arm(e): {"hold_last_edge_ms": e} for e in EDGES_MS}, PREFIX)
-
-
-def choose() -> dict:
-    from benchmarks.common import latency_choice
-
-    choice = latency_choice(PREFIX, HELD, {e: arm(e) for e in EDGES_MS}, MAX_RTF)
-    return {"chosen_hold_last_edge_ms": choice.pop("chosen"), **choice,
-            "rule": __doc__.split("Rule, written before the run ", 1)[1].strip()}
-
-
-def main() -> None:
-    from benchmarks.common import dev_choice_cli
-
-    dev_choice_cli(__doc__, score, choose, PREFIX)
-
 
 if __name__ == "__main__":
-    main()
+    from benchmarks.common import latency_choice_cli
+
+    latency_choice_cli(__doc__, "dev_hold_last_edge", "two-pass served, last word held",
+                       {e: (f"two-pass served, last word final {e} ms clear of the edge", {"hold_last_edge_ms": e})
+                        for e in EDGES_MS}, "chosen_hold_last_edge_ms", max_rtf=0.5)
