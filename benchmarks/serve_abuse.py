@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import io
 import json
-import os
 import sys
 import threading
 import time
@@ -36,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # conftest.silent_flac: the tests' bomb
 
 from benchmarks.common import markdown_table, write_results  # noqa: E402
-from benchmarks.serve_load import _pcm, level_summary, start_ours, stream_ours  # noqa: E402
+from benchmarks.load_client import Stream, pcm16, stream_ours  # noqa: E402
+from benchmarks.serve_load import level_summary, start_ours  # noqa: E402
 from conftest import silent_flac  # noqa: E402
 
 TOKEN = "abuse-benchmark-token"
@@ -211,9 +211,8 @@ async def scenario(url: str, utterances, attack=None) -> tuple[list, list[str]]:
         for j in range(len(utterances)):
             utt = utterances[(j + k) % len(utterances)]
             try:
-                out.append(await stream_ours(url, utt, _pcm(utt.audio), source=HONEST[k], headers=headers))
+                out.append(await stream_ours(url, utt, pcm16(utt.audio), source=HONEST[k], headers=headers))
             except Exception as err:
-                from benchmarks.serve_load import Stream
 
                 out.append(Stream(utt.utt_id, len(utt.audio) / 16, error=f"{type(err).__name__}: {err}"))
         return out
@@ -270,7 +269,7 @@ def main() -> None:
     base_row, baseline = level_summary(clients, by_id, 0.0, None)
     result["baseline"] = {"peak_rss_mb": round(rss.peak_mb, 1), "honest": base_row}
     print("baseline", base_row["final_ms"], base_row["wer"], flush=True)
-    for name, attack in attacks(_pcm(test[0].audio)).items():
+    for name, attack in attacks(pcm16(test[0].audio)).items():
         if args.only and args.only not in name:
             continue
         time.sleep(3.0)  # the previous attack's connections close

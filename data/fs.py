@@ -23,79 +23,22 @@ fsspec caches one filesystem instance per set of options; S3 listings are not ca
 from __future__ import annotations
 
 import contextlib
-import errno
 import glob as _glob
 import hashlib
-import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import IO
 
 import fsspec
 from fsspec.core import split_protocol
 
+from data.s3_checksum import full_object_sha256, upload
+
 BLOCK = 1 << 20  # 1 MiB
 _LOCAL_PROTOCOLS = (None, "file", "local")
-# Objects below s3fs's multipart threshold (2 × its 50 MiB chunk) go up in one PUT, which can ask S3 to keep a
-# full-object SHA-256 (`ChecksumAlgorithm`): the cheap version check compares it with the sha256 the marker records.
-# A multipart object's checksum is a checksum of part checksums, not comparable: those keep the size check.
-_ONE_PUT_BYTES = 100 << 20
-
-
-# S3-compatible stores that answered a checksum header with an error (an older MinIO or Ceph, Backblaze B2's S3 API
-# once): their uploads go without it, once per process, and their versions keep the size check
-_NO_CHECKSUM_STORES: set[str] = set()
-log = logging.getLogger(__name__)
-
-
-def _checksum_kw(path: str, nbytes: int) -> dict[str, str]:
-    return {"ChecksumAlgorithm": "SHA256"} if protocol(path) in ("s3", "s3a") and nbytes < _ONE_PUT_BYTES else {}
-
-
-def _store(fs: fsspec.AbstractFileSystem) -> str:
-    """Which object store ``fs`` talks to (its endpoint; AWS itself when none is set)."""
-    return str(getattr(fs, "endpoint_url", None) or (getattr(fs, "client_kwargs", None) or {}).get("endpoint_url")
-               or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "aws")
-
-
-# what a store answers to a header it does not take; a checksum that did not match (BadDigest, InvalidDigest,
-# XAmzContentSHA256Mismatch) is an upload corrupted on the way, not a refusal
-_REFUSAL_CODES = frozenset({"NotImplemented", "InvalidArgument", "InvalidRequest", "400", "501"})
-
-
-def _refused_checksum(error: BaseException) -> bool:
-    """Whether an upload's error is the store refusing a checksum header. s3fs turns the store's answer into an
-    OSError or ValueError that keeps its message (which names the header) and has the ``ClientError`` as cause."""
-    if not isinstance(error, (OSError, ValueError)) or "checksum" not in str(error).lower():
-        return False
-    code = str((getattr(error.__cause__, "response", None) or {}).get("Error", {}).get("Code", ""))
-    return code in _REFUSAL_CODES if code else getattr(error, "errno", None) == errno.ENOSYS
-
-
-def _upload(fs: fsspec.AbstractFileSystem, text: str, nbytes: int, put: Callable[..., object]) -> None:
-    """``put(**kw)``: with the SHA-256 checksum header where the store keeps one, without it where the store refuses
-    it (logged once per store and process; ``verify_version`` then compares sizes, ``deep=True`` still re-hashes)."""
-    store = _store(fs)
-    kw = _checksum_kw(text, nbytes) if store not in _NO_CHECKSUM_STORES else {}
-    try:
-        put(**kw)
-        return
-    except (OSError, ValueError) as error:
-        if not kw or not _refused_checksum(error):
-            raise
-        _NO_CHECKSUM_STORES.add(store)
-        log.warning("the object store at %s refused the SHA-256 checksum header (%s): uploading without it; its "
-                    "dataset versions are checked by size (verify_version(deep=True) re-hashes)", store, error)
-    try:
-        put()
-    except (OSError, ValueError) as error:
-        if _refused_checksum(error):  # botocore >= 1.36 adds a CRC32 checksum to every upload by itself
-            raise OSError(f"{text}: the object store refuses checksum headers ({error}); set "
-                          "AWS_REQUEST_CHECKSUM_CALCULATION=when_required so that botocore adds none") from error
-        raise
 
 
 def _str(path: str | os.PathLike) -> str:
@@ -210,7 +153,7 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     text = _str(path)
     if is_remote(text):
         fs, p = fs_and_path(text)
-        _upload(fs, text, len(data), lambda **kw: fs.pipe_file(p, bytes(data), **kw))
+        upload(fs, text, protocol(text) in ("s3", "s3a"), len(data), lambda **kw: fs.pipe_file(p, bytes(data), **kw))
         return
     target = _local(text)
     folder = os.path.dirname(os.path.abspath(target))
@@ -239,7 +182,7 @@ def put_file(local: str | os.PathLike, path: str | os.PathLike) -> None:
     src, text = _local(_str(local)), _str(path)
     if is_remote(text):
         fs, p = fs_and_path(text)
-        _upload(fs, text, os.path.getsize(src), lambda **kw: fs.put_file(src, p, **kw))
+        upload(fs, text, protocol(text) in ("s3", "s3a"), os.path.getsize(src), lambda **kw: fs.put_file(src, p, **kw))
         return
     target = _local(text)
     folder = os.path.dirname(os.path.abspath(target))
@@ -372,22 +315,13 @@ def sha256(path: str | os.PathLike) -> str:
 def stored_sha256(path: str | os.PathLike) -> tuple[int, str | None]:
     """(size, hex SHA-256 the store keeps for the object, or None where it keeps none) in one request: S3's
     full-object checksum (written by `write_bytes` / `put_file`); a local file or another store: (size, None)."""
-    import base64
-    import binascii
-
     text = _str(path)
     if protocol(text) not in ("s3", "s3a"):
         return size(text), None
     fs, p = fs_and_path(text)
     bucket, key, _ = fs.split_path(p)
     head = fs.call_s3("head_object", Bucket=bucket, Key=key, ChecksumMode="ENABLED")
-    value = head.get("ChecksumSHA256")
-    if not value or "-" in value or head.get("ChecksumType", "FULL_OBJECT") != "FULL_OBJECT":
-        return int(head["ContentLength"]), None
-    try:
-        return int(head["ContentLength"]), base64.b64decode(value).hex()
-    except (binascii.Error, ValueError):
-        return int(head["ContentLength"]), None
+    return int(head["ContentLength"]), full_object_sha256(head)
 
 
 def size(path: str | os.PathLike) -> int:

@@ -161,15 +161,15 @@ def test_a_store_refusing_checksum_headers_still_takes_uploads(s3_server, s3_buc
 def test_only_a_refused_header_counts_as_a_refusal_not_a_corrupted_upload():
     from botocore.exceptions import ClientError
 
-    from data.fs import _refused_checksum
+    from data.s3_checksum import refused_checksum
 
     def translated(code: str, message: str) -> OSError:
         error = OSError(message)  # as s3fs raises it: the store's message, the ClientError as cause
         error.__cause__ = ClientError({"Error": {"Code": code, "Message": message}}, "PutObject")
         return error
 
-    assert _refused_checksum(translated("NotImplemented", "Header x-amz-checksum-sha256 not implemented"))
-    assert _refused_checksum(translated("InvalidArgument", "x-amz-checksum-algorithm is not supported"))
-    assert not _refused_checksum(translated("BadDigest", "The SHA256 checksum you specified did not match"))
-    assert not _refused_checksum(translated("AccessDenied", "Access Denied"))
-    assert not _refused_checksum(RuntimeError("checksum"))
+    assert refused_checksum(translated("NotImplemented", "Header x-amz-checksum-sha256 not implemented"))
+    assert refused_checksum(translated("InvalidArgument", "x-amz-checksum-algorithm is not supported"))
+    assert not refused_checksum(translated("BadDigest", "The SHA256 checksum you specified did not match"))
+    assert not refused_checksum(translated("AccessDenied", "Access Denied"))
+    assert not refused_checksum(RuntimeError("checksum"))
