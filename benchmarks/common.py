@@ -169,6 +169,47 @@ def latency_choice(prefix: str, reference: str, arms: dict[int, str], max_rtf: f
         "arms": chosen_arms, "sets_not_scored": missing}
 
 
+def compute_choice(prefix: str, reference: str, arms: dict[str, str], wer_margin: float,
+                   selection: Path = RESULTS / "selection") -> dict:
+    """A setting chosen for compute on dev (the rule ``verifier_precision.py`` wrote before its run): an arm
+    qualifies when, on each of real dev, synthetic dev and the continuous dev streams, the upper end of its WER
+    difference to ``reference`` is at most ``wer_margin`` (a non-inferiority margin, as a fraction: "not separably
+    worse" alone let a +1.1-point change through on 2026-11-29), its streams RTF is separably lower and its streams
+    median final-word latency is not separably higher. Of the qualifying, the lowest streams RTF. Every set must
+    be scored: an arm with a set missing does not qualify (``sets_not_scored``). ``arms``: setting → row name."""
+    from evaluation.intervals import compare
+
+    rows, missing = {}, []
+    for which in ("real", "synthetic", "streams"):
+        path = selection / f"{selection_name(prefix, which)}.json"
+        if path.exists():
+            rows[which] = {r["name"]: r for r in json.loads(path.read_text())["systems"]}
+        else:
+            missing.append(which)
+    if "streams" not in rows:
+        raise FileNotFoundError(f"score the continuous dev streams first: --set streams ({prefix})")
+    streams = rows["streams"]
+    out: dict[str, dict] = {}
+    for value, name in arms.items():
+        wer = {which: compare(r[name]["per_utterance"], r[reference]["per_utterance"], "wer")["ci95"]
+               for which, r in rows.items()}
+        rtf = compare(streams[name]["per_utterance"], streams[reference]["per_utterance"], "rtf")["ci95"]
+        latency = compare(streams[name]["per_utterance"], streams[reference]["per_utterance"],
+                          "word_latency_ms_median")["ci95"]
+        out[value] = {"wer": {which: r[name]["wer"] for which, r in rows.items()}, "wer_vs_reference_ci95": wer,
+                      "streams_rtf": streams[name]["rtf"], "streams_rtf_vs_reference_ci95": rtf,
+                      "streams_latency_ms_median": streams[name]["word_latency_ms_median"],
+                      "streams_latency_vs_reference_ci95": latency,
+                      "qualifies": not missing and all(ci[1] <= wer_margin for ci in wer.values()) and rtf[1] < 0
+                      and latency[0] <= 0}
+    qualifying = sorted((v for v in arms if out[v]["qualifies"]), key=lambda v: out[v]["streams_rtf"])
+    return {"chosen": qualifying[0] if qualifying else None, "wer_margin": wer_margin, "reference": {
+        "name": reference, "wer": {which: r[reference]["wer"] for which, r in rows.items()},
+        "streams_rtf": streams[reference]["rtf"],
+        "streams_latency_ms_median": streams[reference]["word_latency_ms_median"]},
+        "arms": out, "sets_not_scored": missing}
+
+
 def latency_choice_cli(doc: str, prefix: str, reference: str, arms: dict[int, tuple[str, dict]], key: str,
                        max_rtf: float, **fixed) -> None:
     """The command line of a latency setting chosen on dev (``heartbeat.py``, ``hold_last_edge.py``,

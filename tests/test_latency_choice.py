@@ -1,6 +1,7 @@
-"""The dev rule that adopts a latency setting (``benchmarks.common.latency_choice``: heartbeat, hold_last_edge):
-read off the committed per-stream rows alone, it takes a setting only when it is separably sooner without being
-separably less accurate or too costly, and prefers the cautious end when two are not separable."""
+"""The dev rules that adopt a setting, read off per-stream rows alone. ``benchmarks.common.latency_choice``
+(heartbeat, hold_last_edge) takes a setting only when it is separably sooner without being separably less accurate
+or too costly, and prefers the cautious end when two are not separable. ``compute_choice`` (verifier precision)
+takes one only when it is separably cheaper, within a WER non-inferiority margin on every set, and not later."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is not an installed package
-from benchmarks.common import latency_choice  # noqa: E402
+from benchmarks.common import compute_choice, latency_choice  # noqa: E402
 
 N = 12  # streams
 
@@ -59,3 +60,38 @@ def test_the_streams_are_needed(tmp_path):
     _write(tmp_path, "real", [_row("off", [5] * N, [1.0] * N)])
     with pytest.raises(FileNotFoundError, match="--set streams"):
         latency_choice("dev_x", "off", {600: "a"}, 0.5, selection=tmp_path)
+
+
+def _cheaper(tmp: Path, errors: list[int], rtf: list[float], sets=("real", "synthetic", "streams")) -> None:
+    lat = [1000.0 + 10 * i for i in range(N)]
+    for which in sets:
+        ref = _row("ref", [5] * N, lat)
+        arm = _row("a", errors, lat)
+        for u, r in zip(arm["per_utterance"], rtf):
+            u["compute_ms"] = r * 1000
+        arm["rtf"] = sum(rtf) / N
+        _write(tmp, which, [ref, arm])
+
+
+def test_a_cheaper_setting_is_taken_only_within_the_wer_margin_on_every_set(tmp_path):
+    cheap = [0.2 + 0.01 * (i % 3) for i in range(N)]
+    _cheaper(tmp_path, [5] * N, cheap)
+    out = compute_choice("dev_x", "ref", {"int8": "a"}, 0.01, selection=tmp_path)
+    assert out["chosen"] == "int8" and out["arms"]["int8"]["streams_rtf_vs_reference_ci95"][1] < 0
+    # one more error in 2 of the 12 streams: +0.33 point, within a 1-point margin, past a 0.2-point one
+    _cheaper(tmp_path, [6 if i in (0, 6) else 5 for i in range(N)], cheap)
+    assert compute_choice("dev_x", "ref", {"int8": "a"}, 0.01, selection=tmp_path)["chosen"] == "int8"
+    assert compute_choice("dev_x", "ref", {"int8": "a"}, 0.002, selection=tmp_path)["chosen"] is None
+    # every other stream: +1 point, its interval's upper end past a 1-point margin
+    _cheaper(tmp_path, [5 + i % 2 for i in range(N)], cheap)
+    assert compute_choice("dev_x", "ref", {"int8": "a"}, 0.01, selection=tmp_path)["chosen"] is None
+
+
+def test_a_setting_that_is_not_cheaper_or_not_scored_everywhere_is_refused(tmp_path):
+    _cheaper(tmp_path, [5] * N, [0.3] * N)  # the reference's compute
+    assert compute_choice("dev_x", "ref", {"int8": "a"}, 0.01, selection=tmp_path)["chosen"] is None
+    fresh = tmp_path / "only_streams"
+    fresh.mkdir()
+    _cheaper(fresh, [5] * N, [0.2] * N, sets=("streams",))
+    out = compute_choice("dev_x", "ref", {"int8": "a"}, 0.01, selection=fresh)
+    assert out["chosen"] is None and out["sets_not_scored"] == ["real", "synthetic"]
