@@ -39,11 +39,26 @@ class StreamResult:
                 and "emitted_at_ms" in e and "end_ms" in e]
 
 
+def _take_waiting(ws, result: StreamResult) -> None:
+    """Read every event already received. The sync client buffers at most ``max_queue`` (16) messages and then
+    stops reading the socket, so a server's pong waits behind unread events and the keepalive closes the stream
+    (1011) after ``ping_interval + ping_timeout``: a client that only reads after sending loses every stream longer
+    than about 40 s (the newcomer check, 2026-11-29)."""
+    while True:
+        try:
+            message = ws.recv(timeout=0)
+        except TimeoutError:
+            return
+        result.events.append(json.loads(message))
+
+
 def stream_samples(url: str, samples: np.ndarray, *, frame_ms: int = 100, realtime: bool = True,
-                   catch_up: bool | None = None, timeout_s: float = 120.0) -> StreamResult:
+                   catch_up: bool | None = None, timeout_s: float = 120.0,
+                   keepalive_s: float = 20.0) -> StreamResult:
     """``samples``: mono 16 kHz, float in [-1, 1] or int16 PCM (sent as is). ``url``: the server's base URL.
     ``catch_up``: the stream's config (None: the server's default, catching up when behind; False: chunk by chunk,
-    the evaluated transcript exactly, for a file sent faster than real time)."""
+    the evaluated transcript exactly, for a file sent faster than real time). ``keepalive_s``: the WebSocket ping
+    interval and the time a pong may take."""
     from websockets.sync.client import connect
 
     if samples.dtype == np.int16:
@@ -51,7 +66,8 @@ def stream_samples(url: str, samples: np.ndarray, *, frame_ms: int = 100, realti
     else:
         pcm = np.clip(np.round(np.asarray(samples, dtype=np.float32) * 32767), -32768, 32767).astype("<i2")
     ws_url = url.replace("http://", "ws://").replace("https://", "wss://").rstrip("/") + "/ws"
-    with connect(ws_url, open_timeout=30, close_timeout=10, max_size=2**24) as ws:
+    with connect(ws_url, open_timeout=30, close_timeout=10, max_size=2**24, ping_interval=keepalive_s,
+                 ping_timeout=keepalive_s) as ws:
         result = StreamResult(json.loads(ws.recv(timeout=timeout_s)))
         if result.ready.get("type") != "ready":
             raise RuntimeError(f"the server did not accept the stream: {result.ready}")
@@ -62,6 +78,7 @@ def stream_samples(url: str, samples: np.ndarray, *, frame_ms: int = 100, realti
             if realtime:
                 time.sleep(max(0.0, start + i / SAMPLE_RATE - time.monotonic()))
             ws.send(pcm[i : i + step].tobytes())
+            _take_waiting(ws, result)
         ws.send(json.dumps({"type": "end"}))
         for message in ws:
             result.events.append(json.loads(message))

@@ -102,3 +102,15 @@ def test_served_two_pass_champion_gives_the_evaluated_transcript(server, registr
 
     long_stream = stream_samples(server, pcm_long, realtime=False, catch_up=False)  # faster than real time
     assert long_stream.text == expected[1] and long_stream.summary["audio_ms"] >= 40_000
+
+
+def test_a_real_time_stream_outlives_the_keepalive(server, speech):
+    """`whisperline stream-file` reads the server's events while it sends. A client that read them only after
+    sending stopped reading the socket once 16 events were waiting, the server's pong waited behind them, and the
+    keepalive closed every stream longer than ping interval + timeout (20 + 20 s by default; 1 + 1 s here)."""
+    from serving.client import stream_samples
+
+    pcm = _pcm(speech["long"].audio)
+    live = stream_samples(server, pcm, realtime=True, keepalive_s=1.0)
+    assert live.summary["audio_ms"] >= 40_000 and len(live.text.split()) > 60
+    assert len(live.events) > 16  # more than the client's buffer holds: the case that failed
