@@ -5,10 +5,11 @@
 #   bash benchmarks/newcomer.sh [STATE]   → benchmarks/results/newcomer.json   (STATE: a benchmark data state.json)
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-STATE=${1:-$REPO/outputs/bench27/state.json}
+STATE=${1:-$REPO/outputs/bench-evaluation/state.json}
 WORK=${NEWCOMER_DIR:-/tmp/whisperline-newcomer}
 LONGFORM=${LONGFORM_WAV:-$REPO/../shared/data/longform/wav}
 rm -rf "$WORK" && git clone -q "$REPO" "$WORK" && cd "$WORK" || exit 1
+COMMIT=$(git rev-parse --short HEAD)
 T0=$(date +%s)
 make run > "$WORK/run.log" 2>&1 || { echo "make run failed: $WORK/run.log"; exit 1; }
 RUN_S=$(( $(date +%s) - T0 ))
@@ -18,8 +19,8 @@ for wav in "$LONGFORM"/*.wav; do
   .venv/bin/whisperline stream-file "$wav" > "$WORK/$(basename "$wav" .wav).stream.json" 2>>"$WORK/stream.err"
 done
 pkill -INT -f "whisperline serve-model"; sleep 5; .venv/bin/ray stop --force > /dev/null 2>&1
-cd "$REPO" && .venv/bin/python - "$STATE" "$WORK" "$RUN_S" <<'PY'
-import json, sys
+cd "$REPO" && .venv/bin/python - "$STATE" "$WORK" "$RUN_S" "$COMMIT" <<'PY'
+import json, sys, time
 from pathlib import Path
 from evaluation.longform import whole_recordings
 from evaluation.sets import load_split
@@ -36,7 +37,8 @@ for rid, rec in sorted(recordings.items()):
     rows[rid] = {"words": len(rec.reference.split()), "served_wer": round(wer([rec.reference], [served]), 4),
                  "faster_whisper_wer": round(wer([rec.reference], [fw[rid]]), 4), "served_text": served}
 version = json.loads((work / "version.json").read_text())
-result = {"make_run_s": run_s, "served": {k: version.get(k) for k in ("registered_model", "version", "alias", "kind")},
+result = {"commit": sys.argv[4], "date": time.strftime("%Y-%m-%d", time.gmtime()), "command": "bash benchmarks/newcomer.sh",
+          "make_run_s": run_s, "served": {k: version.get(k) for k in ("registered_model", "version", "alias", "kind")},
           "recordings": rows, "served_wer": round(wer(refs, ours), 4), "faster_whisper_wer": round(wer(refs, theirs), 4)}
 result["difference_points"] = round(100 * (result["served_wer"] - result["faster_whisper_wer"]), 2)
 Path("benchmarks/results/newcomer.json").write_text(json.dumps(result, indent=1) + "\n")
