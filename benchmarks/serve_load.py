@@ -105,7 +105,29 @@ def level_summary(clients: list[list[Stream]], by_id: dict, cpu: float,
            "server_delay_ms": {"p50": _pct(delays, 50), "p95": _pct(delays, 95)} if delays else None,
            "cpu_percent": round(cpu, 1), "realtime_ok": not errors and all(p["ok"] for p in per_stream),
            "per_stream": per_stream}
+    if baseline is None:  # N = 1: each utterance's transcript, for paired intervals between the servers
+        row["per_utterance"] = [utterance_row(s, by_id) for s in clients[0]]
     return row, words
+
+
+def utterance_row(s: Stream, by_id: dict) -> dict:
+    """One utterance at N = 1 as ``evaluation.intervals.compare`` reads it; a failed stream counts every
+    reference word as lost (it stays in the pairing)."""
+    from training.metrics import utterance_counts
+
+    hyp = "" if s.error or not s.snapshots else " ".join(s.snapshots[-1][1] + s.snapshots[-1][2])
+    counts = utterance_counts([by_id[s.utt_id].reference], [hyp])[0]
+    final = [] if s.error else list(stream_latencies(s, by_id)["final"].values())
+    return {"utt_id": s.utt_id, "ref_words": counts.ref_words, "errors": counts.errors, "hyp": hyp,
+            "error": s.error, "word_latency_ms": final, "compute_ms": 0.0, "audio_ms": s.audio_ms}
+
+
+def wer_vs(system: dict, reference: dict) -> dict:
+    """``system``'s WER minus ``reference``'s at N = 1 on the same utterances: paired 95 % bootstrap interval."""
+    from evaluation.intervals import compare
+
+    out = compare(system["levels"][0]["per_utterance"], reference["levels"][0]["per_utterance"], "wer")
+    return {"diff": round(out["diff"], 4), "ci95": [round(x, 4) for x in out["ci95"]], "verdict": out["verdict"]}
 
 
 def _cpu_times() -> tuple[float, float]:
@@ -275,6 +297,13 @@ def table(result: dict) -> str:
     lines.append(markdown_table(header, rows))
     lines += ["", "## max_realtime_streams", ""]
     lines += [f"- {s['system']}: {s['max_realtime_streams']}" for s in result["systems"]]
+    paired = [s for s in result["systems"] if "wer_minus_ours_at_n1" in s]
+    if paired:
+        lines += ["", "## WER at N = 1, paired with ours (95 % bootstrap over utterances)", ""]
+        lines += [f"- {s['system']} − {result['systems'][0]['system']}: "
+                  f"{100 * s['wer_minus_ours_at_n1']['diff']:+.1f} points "
+                  f"[{100 * s['wer_minus_ours_at_n1']['ci95'][0]:+.1f}, {100 * s['wer_minus_ours_at_n1']['ci95'][1]:+.1f}]"
+                  f" ({s['wer_minus_ours_at_n1']['verdict']})" for s in paired]
     return "\n".join(lines)
 
 
@@ -354,6 +383,7 @@ def main() -> None:
     for s in systems[1:]:
         key = "la" if "localagreement" in s["system"] else "simul"
         result[f"max_realtime_streams_whisperlivekit_{key}"] = s["max_realtime_streams"]
+        s["wer_minus_ours_at_n1"] = wer_vs(s, systems[0])
     result["wall_s"] = round(time.perf_counter() - started, 1)
     result["command"] = " ".join(["python", *sys.argv])
     write_results(args.results_name, result, table(result))
