@@ -118,6 +118,21 @@ def dev_choice_cli(doc: str, score, choose, prefix: str) -> None:
         print(json.dumps(choice, indent=1))
 
 
+def _scored_sets(prefix: str, selection: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
+    """({set: {row name: row}} of the dev reports written for ``prefix``, [sets not scored]); the continuous dev
+    streams are required."""
+    rows, missing = {}, []
+    for which in ("real", "synthetic", "streams"):
+        path = selection / f"{selection_name(prefix, which)}.json"
+        if path.exists():
+            rows[which] = {r["name"]: r for r in json.loads(path.read_text())["systems"]}
+        else:
+            missing.append(which)
+    if "streams" not in rows:
+        raise FileNotFoundError(f"score the continuous dev streams first: --set streams ({prefix})")
+    return rows, missing
+
+
 def latency_choice(prefix: str, reference: str, arms: dict[int, str], max_rtf: float,
                    selection: Path = RESULTS / "selection") -> dict:
     """A setting chosen for latency on dev (the rule ``heartbeat.py``, ``hold_last_edge.py`` and
@@ -129,15 +144,7 @@ def latency_choice(prefix: str, reference: str, arms: dict[int, str], max_rtf: f
     named in ``sets_not_scored`` (the streams are needed)."""
     from evaluation.intervals import compare
 
-    rows, missing = {}, []
-    for which in ("real", "synthetic", "streams"):
-        path = selection / f"{selection_name(prefix, which)}.json"
-        if path.exists():
-            rows[which] = {r["name"]: r for r in json.loads(path.read_text())["systems"]}
-        else:
-            missing.append(which)
-    if "streams" not in rows:
-        raise FileNotFoundError(f"score the continuous dev streams first: --set streams ({prefix})")
+    rows, missing = _scored_sets(prefix, selection)
     streams = rows["streams"]
 
     def sooner(a: str, b: str) -> list[float]:
@@ -179,15 +186,7 @@ def compute_choice(prefix: str, reference: str, arms: dict[str, str], wer_margin
     be scored: an arm with a set missing does not qualify (``sets_not_scored``). ``arms``: setting → row name."""
     from evaluation.intervals import compare
 
-    rows, missing = {}, []
-    for which in ("real", "synthetic", "streams"):
-        path = selection / f"{selection_name(prefix, which)}.json"
-        if path.exists():
-            rows[which] = {r["name"]: r for r in json.loads(path.read_text())["systems"]}
-        else:
-            missing.append(which)
-    if "streams" not in rows:
-        raise FileNotFoundError(f"score the continuous dev streams first: --set streams ({prefix})")
+    rows, missing = _scored_sets(prefix, selection)
     streams = rows["streams"]
     out: dict[str, dict] = {}
     for value, name in arms.items():
