@@ -116,6 +116,25 @@ def test_the_pooled_median_of_a_resample_is_numpys():
     assert np.array_equal(intervals._pooled_median(units, draws), np.asarray(pooled))
 
 
+def test_the_pooled_p90_of_a_resample_is_numpys():
+    """The tail metric uses the same sorted-once weights: numpy's linear p90 of the pooled list."""
+    pu = _synthetic(60, seed=14)
+    units = intervals._units(pu, None)
+    draws = np.random.default_rng(1).integers(0, len(pu), (500, len(pu)))
+    pooled = [np.percentile(np.concatenate([pu[i]["word_latency_ms"] for i in row]), 90) for row in draws]
+    assert np.allclose(intervals._pooled_quantile(units, draws, 0.9), pooled, rtol=1e-12, atol=0)
+
+
+def test_a_stall_in_a_few_utterances_shows_in_the_p90():
+    """Words held seconds in a sixth of the utterances (a stall) move the pooled p90 separably."""
+    base = _synthetic(120, seed=3)
+    stalled = [dict(u, word_latency_ms=[x + (3000.0 if i % 6 == 0 else 0.0) for x in u["word_latency_ms"]])
+               for i, u in enumerate(base)]
+    out = intervals.compare(stalled, base, "word_latency_ms_p90")
+    pooled = lambda pu: np.percentile(np.concatenate([u["word_latency_ms"] for u in pu]), 90)  # noqa: E731
+    assert out["diff"] == pytest.approx(pooled(stalled) - pooled(base)) and out["verdict"] == "worse"
+
+
 @pytest.mark.parametrize("metric", intervals.METRICS)
 def test_interval_contains_the_point_and_is_seeded(metric):
     pu = _synthetic(150, seed=1)
