@@ -118,7 +118,7 @@ def dev_choice_cli(doc: str, score, choose, prefix: str) -> None:
         print(json.dumps(choice, indent=1))
 
 
-def _scored_sets(prefix: str, selection: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
+def scored_sets(prefix: str, selection: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
     """({set: {row name: row}} of the dev reports written for ``prefix``, [sets not scored]); the continuous dev
     streams are required."""
     rows, missing = {}, []
@@ -133,6 +133,11 @@ def _scored_sets(prefix: str, selection: Path) -> tuple[dict[str, dict[str, dict
     return rows, missing
 
 
+def rule_text(doc: str) -> str:
+    """The rule a dev-choice script's docstring wrote before its run (after "Rule, written before the run")."""
+    return doc.split("Rule, written before the run", 1)[1].lstrip(": ").strip()
+
+
 def latency_choice(prefix: str, reference: str, arms: dict[int, str], max_rtf: float,
                    selection: Path = RESULTS / "selection") -> dict:
     """A setting chosen for latency on dev (the rule ``heartbeat.py``, ``hold_last_edge.py`` and
@@ -144,7 +149,7 @@ def latency_choice(prefix: str, reference: str, arms: dict[int, str], max_rtf: f
     named in ``sets_not_scored`` (the streams are needed)."""
     from evaluation.intervals import compare
 
-    rows, missing = _scored_sets(prefix, selection)
+    rows, missing = scored_sets(prefix, selection)
     streams = rows["streams"]
 
     def sooner(a: str, b: str) -> list[float]:
@@ -186,7 +191,7 @@ def compute_choice(prefix: str, reference: str, arms: dict[str, str], wer_margin
     be scored: an arm with a set missing does not qualify (``sets_not_scored``). ``arms``: setting → row name."""
     from evaluation.intervals import compare
 
-    rows, missing = _scored_sets(prefix, selection)
+    rows, missing = scored_sets(prefix, selection)
     streams = rows["streams"]
     out: dict[str, dict] = {}
     for value, name in arms.items():
@@ -222,6 +227,6 @@ def latency_choice_cli(doc: str, prefix: str, reference: str, arms: dict[int, tu
     def choose() -> dict:
         choice = latency_choice(prefix, reference, {v: name for v, (name, _) in arms.items()}, max_rtf)
         return {key: choice.pop("chosen"), **fixed, **choice,
-                "rule": doc.split("Rule, written before the run", 1)[1].lstrip(": ").strip()}
+                "rule": rule_text(doc)}
 
     dev_choice_cli(doc, score, choose, prefix)

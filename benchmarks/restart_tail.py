@@ -34,10 +34,10 @@ WER_MARGIN = 0.01
 
 
 def choose(selection: Path) -> dict:
-    from benchmarks.common import _scored_sets
+    from benchmarks.common import scored_sets
     from evaluation.intervals import compare
 
-    rows, missing = _scored_sets(PREFIX, selection)
+    rows, missing = scored_sets(PREFIX, selection)
 
     def diff(which: str, metric: str) -> list[float]:
         return compare(rows[which][ARM]["per_utterance"], rows[which][REFERENCE]["per_utterance"], metric)["ci95"]
@@ -60,13 +60,13 @@ def choose(selection: Path) -> dict:
 
 
 if __name__ == "__main__":
-    from benchmarks.common import RESULTS, dev_choice_cli, score_served_arms
+    from benchmarks.common import RESULTS, dev_choice_cli, rule_text, score_served_arms
 
     def score(state: dict, which: str) -> None:
         score_served_arms(state, which, {REFERENCE: {}, ARM: {"verifier_restart_words": 3}}, PREFIX)
 
     def choice() -> dict:
         return {**choose(RESULTS / "selection"),
-                "rule": __doc__.split("Rule, written before the run", 1)[1].lstrip(": ").strip()}
+                "rule": rule_text(__doc__)}
 
     dev_choice_cli(__doc__, score, choice, PREFIX)

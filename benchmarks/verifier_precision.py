@@ -39,7 +39,7 @@ def arms() -> dict[str, tuple[str, dict]]:
 
 
 if __name__ == "__main__":
-    from benchmarks.common import compute_choice, dev_choice_cli, score_served_arms
+    from benchmarks.common import compute_choice, dev_choice_cli, rule_text, score_served_arms
 
     def score(state: dict, which: str) -> None:
         score_served_arms(state, which, {REFERENCE: {}} | dict(arms().values()), PREFIX)
@@ -47,6 +47,6 @@ if __name__ == "__main__":
     def choose() -> dict:
         choice = compute_choice(PREFIX, REFERENCE, {p: name for p, (name, _) in arms().items()}, WER_MARGIN)
         return {"chosen_precision": choice.pop("chosen"), **choice,
-                "rule": __doc__.split("Rule, written before the run", 1)[1].lstrip(": ").strip()}
+                "rule": rule_text(__doc__)}
 
     dev_choice_cli(__doc__, score, choose, PREFIX)
