@@ -71,16 +71,19 @@ def level_summary(clients: list[list[Stream]], by_id: dict, cpu: float,
 
     per_stream, pooled, delays, errors, refs, hyps = [], {"first": [], "final": []}, [], 0, [], []
     words: dict[tuple[str, int], dict[str, float]] = {}
+    utterances = []  # N = 1 only: each utterance's transcript, for paired intervals between the servers
     for streams in clients:
         added = {"first": [], "final": []}
         tails = []
         for s in streams:
-            if s.error:
+            lat = None if s.error else stream_latencies(s, by_id)
+            if baseline is None:
+                utterances.append(utterance_row(s, by_id, lat))
+            if lat is None:
                 errors += 1
                 continue
-            lat = stream_latencies(s, by_id)
             refs.append(by_id[s.utt_id].reference)
-            hyps.append(" ".join(s.snapshots[-1][1] + s.snapshots[-1][2]) if s.snapshots else "")
+            hyps.append(transcript(s))
             for kind in ("first", "final"):
                 pooled[kind] += list(lat[kind].values())
                 for i, v in lat[kind].items():
@@ -105,19 +108,25 @@ def level_summary(clients: list[list[Stream]], by_id: dict, cpu: float,
            "server_delay_ms": {"p50": _pct(delays, 50), "p95": _pct(delays, 95)} if delays else None,
            "cpu_percent": round(cpu, 1), "realtime_ok": not errors and all(p["ok"] for p in per_stream),
            "per_stream": per_stream}
-    if baseline is None:  # N = 1: each utterance's transcript, for paired intervals between the servers
-        row["per_utterance"] = [utterance_row(s, by_id) for s in clients[0]]
+    if baseline is None:
+        row["per_utterance"] = utterances
     return row, words
 
 
-def utterance_row(s: Stream, by_id: dict) -> dict:
-    """One utterance at N = 1 as ``evaluation.intervals.compare`` reads it; a failed stream counts every
-    reference word as lost (it stays in the pairing)."""
+def transcript(s: Stream) -> str:
+    """The words the client held when the stream ended."""
+    return " ".join(s.snapshots[-1][1] + s.snapshots[-1][2]) if s.snapshots else ""
+
+
+def utterance_row(s: Stream, by_id: dict, lat: dict[str, dict[int, float]] | None) -> dict:
+    """One utterance at N = 1 as ``evaluation.intervals.compare`` reads it (``lat``: its
+    :func:`stream_latencies`, None for a failed stream, which counts every reference word as lost and stays in
+    the pairing)."""
     from training.metrics import utterance_counts
 
-    hyp = "" if s.error or not s.snapshots else " ".join(s.snapshots[-1][1] + s.snapshots[-1][2])
+    hyp = "" if lat is None else transcript(s)
     counts = utterance_counts([by_id[s.utt_id].reference], [hyp])[0]
-    final = [] if s.error else list(stream_latencies(s, by_id)["final"].values())
+    final = [] if lat is None else list(lat["final"].values())
     return {"utt_id": s.utt_id, "ref_words": counts.ref_words, "errors": counts.errors, "hyp": hyp,
             "error": s.error, "word_latency_ms": final, "compute_ms": 0.0, "audio_ms": s.audio_ms}
 
@@ -300,10 +309,10 @@ def table(result: dict) -> str:
     paired = [s for s in result["systems"] if "wer_minus_ours_at_n1" in s]
     if paired:
         lines += ["", "## WER at N = 1, paired with ours (95 % bootstrap over utterances)", ""]
-        lines += [f"- {s['system']} − {result['systems'][0]['system']}: "
-                  f"{100 * s['wer_minus_ours_at_n1']['diff']:+.1f} points "
-                  f"[{100 * s['wer_minus_ours_at_n1']['ci95'][0]:+.1f}, {100 * s['wer_minus_ours_at_n1']['ci95'][1]:+.1f}]"
-                  f" ({s['wer_minus_ours_at_n1']['verdict']})" for s in paired]
+        for s in paired:
+            d = s["wer_minus_ours_at_n1"]
+            lines.append(f"- {s['system']} − {result['systems'][0]['system']}: {100 * d['diff']:+.1f} points "
+                         f"[{100 * d['ci95'][0]:+.1f}, {100 * d['ci95'][1]:+.1f}] ({d['verdict']})")
     return "\n".join(lines)
 
 
