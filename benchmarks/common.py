@@ -138,6 +138,39 @@ def rule_text(doc: str) -> str:
     return doc.split("Rule, written before the run", 1)[1].lstrip(": ").strip()
 
 
+def tail_choice(prefix: str, reference: str, arm: str, wer_margin: float,
+                selection: Path = RESULTS / "selection") -> tuple[bool, dict]:
+    """A setting judged on the tail of final-word latency, on dev (the rule ``restart_tail.py`` and
+    ``restart_whole.py`` write before their runs): (whether ``arm`` qualifies, the evidence). It qualifies when
+    every dev set is scored and on each the upper end of the 95 % interval of its WER minus ``reference``'s is at
+    most ``wer_margin`` (a fraction); its pooled p90 final-word latency is not separably higher on real dev or the
+    continuous dev streams and separably lower on at least one of them; and its streams median final-word latency
+    is not separably higher."""
+    from evaluation.intervals import compare
+
+    rows, missing = scored_sets(prefix, selection)
+
+    def diff(which: str, metric: str) -> list[float]:
+        return compare(rows[which][arm]["per_utterance"], rows[which][reference]["per_utterance"], metric)["ci95"]
+
+    wer = {which: diff(which, "wer") for which in rows}
+    p90 = {which: diff(which, "word_latency_ms_p90") for which in ("real", "streams") if which in rows}
+    median = diff("streams", "word_latency_ms_median")
+    qualifies = (not missing and all(ci[1] <= wer_margin for ci in wer.values())
+                 and all(ci[0] <= 0 for ci in p90.values()) and any(ci[1] < 0 for ci in p90.values())
+                 and median[0] <= 0)
+    return qualifies, {
+        "wer_margin": wer_margin,
+        "wer": {which: {name: r[name]["wer"] for name in (reference, arm)} for which, r in rows.items()},
+        "wer_vs_reference_ci95": wer,
+        "word_latency_ms_p90": {which: {name: rows[which][name]["word_latency_ms_p90"] for name in (reference, arm)}
+                                for which in p90},
+        "p90_vs_reference_ci95": p90,
+        "streams_word_latency_ms_median": {name: rows["streams"][name]["word_latency_ms_median"]
+                                           for name in (reference, arm)},
+        "streams_median_vs_reference_ci95": median, "sets_not_scored": missing}
+
+
 def latency_choice(prefix: str, reference: str, arms: dict[int, str], max_rtf: float,
                    selection: Path = RESULTS / "selection") -> dict:
     """A setting chosen for latency on dev (the rule ``heartbeat.py``, ``hold_last_edge.py`` and

@@ -34,29 +34,10 @@ WER_MARGIN = 0.01
 
 
 def choose(selection: Path) -> dict:
-    from benchmarks.common import scored_sets
-    from evaluation.intervals import compare
+    from benchmarks.common import tail_choice
 
-    rows, missing = scored_sets(PREFIX, selection)
-
-    def diff(which: str, metric: str) -> list[float]:
-        return compare(rows[which][ARM]["per_utterance"], rows[which][REFERENCE]["per_utterance"], metric)["ci95"]
-
-    wer = {which: diff(which, "wer") for which in rows}
-    p90 = {which: diff(which, "word_latency_ms_p90") for which in ("real", "streams") if which in rows}
-    median = diff("streams", "word_latency_ms_median")
-    qualifies = (not missing and all(ci[1] <= WER_MARGIN for ci in wer.values())
-                 and all(ci[0] <= 0 for ci in p90.values()) and any(ci[1] < 0 for ci in p90.values())
-                 and median[0] <= 0)
-    return {"chosen_verifier_restart_words": 3 if qualifies else 2, "wer_margin": WER_MARGIN,
-            "wer": {which: {name: r[name]["wer"] for name in (REFERENCE, ARM)} for which, r in rows.items()},
-            "wer_vs_reference_ci95": wer,
-            "word_latency_ms_p90": {which: {name: rows[which][name]["word_latency_ms_p90"] for name in (REFERENCE, ARM)}
-                                    for which in p90},
-            "p90_vs_reference_ci95": p90,
-            "streams_word_latency_ms_median": {name: rows["streams"][name]["word_latency_ms_median"]
-                                               for name in (REFERENCE, ARM)},
-            "streams_median_vs_reference_ci95": median, "sets_not_scored": missing}
+    qualifies, evidence = tail_choice(PREFIX, REFERENCE, ARM, WER_MARGIN, selection)
+    return {"chosen_verifier_restart_words": 3 if qualifies else 2, **evidence}
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ class SystemSpec:
     # again words already written (streaming.second_pass; None/0: off)
     verifier_restart_words: int | None = None
     verifier_restart_distinct: int | None = None  # ... counting only runs of this many different words (None: 1)
+    verifier_restart_whole: bool | None = None  # ... and only runs that say again all that followed (None: off)
     # two-pass: the partial words shown past the finals (one of streaming.second_pass.PARTIALS;
     # None: "causal"); the finals are the same whichever is shown
     partials: str | None = None
@@ -169,6 +170,7 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                                 partials=spec.partials or "causal",
                                 verifier_restart_words=spec.verifier_restart_words or 0,
                                 verifier_restart_distinct=spec.verifier_restart_distinct or 1,
+                                verifier_restart_whole=bool(spec.verifier_restart_whole),
                                 partial_min_prob=spec.partial_min_prob or 0.0,
                                 heartbeat_ms=spec.heartbeat_ms,
                                 hold_last_edge_ms=spec.hold_last_edge_ms), "ours"

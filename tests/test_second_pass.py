@@ -225,6 +225,25 @@ def test_restart_at_finds_where_the_open_words_say_again_what_was_written():
     assert at(["Montreal", "Forest,"], ["liner.", "Montreal", "Forest,"], 2, 12, distinct=2) == 1
 
 
+def test_a_whole_restart_says_again_all_that_followed_its_first_saying():
+    from streaming.events import restart_at
+
+    # dev LJ001-0015: a sentence that says "should be" twice is speech, not Whisper restarting
+    written = ["letters", "should", "be", "beautiful", "and", "that"]
+    words = ["should", "be", "reasonable", "and", "a", "help"]
+    assert restart_at(written, words, 2, 12, distinct=2) == 0
+    assert restart_at(written, words, 2, 12, distinct=2, whole=True) == 6
+    # a restart from the written words: the open words say all the rest again, then end
+    assert restart_at(["produced", "the", "block", "book"], ["which", "were", "produced", "the", "block", "book",
+                                                             "which"], 2, 12, distinct=2, whole=True) == 2
+    # within the open words, and cut by the pass's end mid-way
+    assert restart_at(["produced,", "the"], ["block", "book,", "produced", "the", "block"], 2, 12, whole=True) == 2
+    # a run said again that then goes its own way is not a whole restart
+    assert restart_at(["the", "block", "book"], ["the", "block", "print"], 2, 12, whole=True) == 3
+    # the first run that qualifies wins, not the first repeat
+    assert restart_at(["a", "b", "c", "d"], ["a", "b", "x", "y", "a", "b", "x"], 2, 12, whole=True) == 4
+
+
 def test_fresh_partials_stop_at_a_restart_and_hold_the_last_word():
     looping = ["produced,", "the", "block", "book,", "produced", "the", "block", "book,", "produced"]
     fresh = TwoPassStreaming(_Scripted([["produced", "the", "block"]]), _Scripted([list(looping)]), every_ms=300,
