@@ -1,4 +1,4 @@
-"""Trace the served two-pass recognizer on one real *dev* utterance: every verifier pass (its words, how many of
+"""Trace the served two-pass recognizer on one *dev* utterance (real or synthetic): every verifier pass (its words, how many of
 them are sure) and what each step shows (final count, partial words). For reading why words wait, on dev only:
 the test split is refused.
 
@@ -28,9 +28,10 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="FIELD=JSON over the served spec")
     args = parser.parse_args()
     state = json.loads((Path(args.out) / "state.json").read_text())
-    dev = {u.utt_id: u for u in load_split([state["datasets"]["real"]], ["dev"])}
+    sets = [state["datasets"][k] for k in ("real", "kokoro_dev") if k in state["datasets"]]
+    dev = {u.utt_id: u for u in load_split(sets, ["dev"])}
     if args.utt_id not in dev:
-        raise SystemExit(f"{args.utt_id} is not a dev utterance of {state['datasets']['real']} (test is refused)")
+        raise SystemExit(f"{args.utt_id} is not a dev utterance of {', '.join(sets)} (test is refused)")
     fields = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
     segmented, _ = build(served_spec("trace", **fields))
     two_pass = segmented.inner

@@ -49,6 +49,7 @@ class SystemSpec:
     verifier_restart_words: int | None = None
     verifier_restart_distinct: int | None = None  # ... counting only runs of this many different words (None: 1)
     verifier_restart_whole: bool | None = None  # ... and only runs that say again all that followed (None: off)
+    verifier_restart_long: int | None = None  # ... or runs of this many words, whole or not (None: no such length)
     # two-pass: the partial words shown past the finals (one of streaming.second_pass.PARTIALS;
     # None: "causal"); the finals are the same whichever is shown
     partials: str | None = None
@@ -171,6 +172,7 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                                 verifier_restart_words=spec.verifier_restart_words or 0,
                                 verifier_restart_distinct=spec.verifier_restart_distinct or 1,
                                 verifier_restart_whole=bool(spec.verifier_restart_whole),
+                                verifier_restart_long=spec.verifier_restart_long or 0,
                                 partial_min_prob=spec.partial_min_prob or 0.0,
                                 heartbeat_ms=spec.heartbeat_ms,
                                 hold_last_edge_ms=spec.hold_last_edge_ms), "ours"

@@ -40,14 +40,15 @@ def norm_word(word: str) -> str:
 
 
 def restart_at(written: list[str], words: list[str], n: int, context: int, distinct: int = 1,
-               whole: bool = False) -> int:
+               whole: bool = False, long: int = 0) -> int:
     """Where ``words`` (what follows ``written``) first say again ``n`` words in a row that the last ``context``
     written words or the words before it hold (compared by :func:`norm_word`); ``len(words)`` when they never do.
     ``distinct``: only a run of at least that many different words counts ("zero zero" said again is a list read
     aloud; "Montreal Forest," said again is a restart). ``whole``: only a run that goes on saying what followed its
     first saying, until the first saying reaches where the run starts or the words end, counts ("letters should be
     beautiful ... should be reasonable" is a sentence saying "should be" twice; "the block book, produced the block
-    book" says it all again).
+    book" says it all again). ``long`` (with ``whole``): a run that goes on for this many words counts anyway, whole
+    or not (a restart that splits a word otherwise, "sand castle ... sandcastle", or after a word said twice).
 
     Whisper at the edge of the audio it has heard often *restarts* the sentence instead of waiting ("produced, the
     | block book, produced the block book"); one word said again is ordinary speech, a run of them rarely is."""
@@ -55,19 +56,19 @@ def restart_at(written: list[str], words: list[str], n: int, context: int, disti
     start = len(keys) - len(words)
     for j in range(start, len(keys) - n + 1):
         gram = keys[j : j + n]
-        if len(set(gram)) >= distinct and any(keys[i : i + n] == gram and (not whole or _says_again(keys, i, j))
+        if len(set(gram)) >= distinct and any(keys[i : i + n] == gram and (not whole or _says_again(keys, i, j, long))
                                               for i in range(j - n + 1)):
             return j - start
     return len(words)
 
 
-def _says_again(keys: list[str], i: int, j: int) -> bool:
+def _says_again(keys: list[str], i: int, j: int, long: int = 0) -> bool:
     """Whether ``keys`` from ``j`` on say what they said from ``i`` on, until the first saying reaches ``j`` or the
-    keys end."""
+    keys end, or for ``long`` words (0: no such length)."""
     k = 0
     while i + k < j and j + k < len(keys):
         if keys[i + k] != keys[j + k]:
-            return False
+            return bool(long) and k >= long
         k += 1
     return True
 

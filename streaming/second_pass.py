@@ -92,7 +92,7 @@ class TwoPassStreaming:
     def __init__(self, engine, verifier: Verifier, every_ms: int = 600, self_agreement: bool = False,
                  hold_last: bool = True, window_ms: int | None = None, partials: str = "causal",
                  verifier_restart_words: int = 0, verifier_restart_distinct: int = 1,
-                 verifier_restart_whole: bool = False, partial_min_prob: float = 0.0, heartbeat_ms: int | None = None,
+                 verifier_restart_whole: bool = False, verifier_restart_long: int = 0, partial_min_prob: float = 0.0, heartbeat_ms: int | None = None,
                  hold_last_edge_ms: int | None = None) -> None:
         if partials not in PARTIALS:
             raise ValueError(f"partials must be one of {PARTIALS}, got {partials!r}")
@@ -126,7 +126,10 @@ class TwoPassStreaming:
         self.verifier_restart_words, self.verifier_restart_distinct = verifier_restart_words, verifier_restart_distinct
         # ``verifier_restart_whole``: only a run that goes on saying what followed its first saying (``restart_at``):
         # a sentence that says "should be" twice had every pass cut to nothing for 4 s (dev: LJ001-0015)
-        self.verifier_restart_whole = verifier_restart_whole
+        # (``verifier_restart_long``: or a run that long, whole or not)
+        if verifier_restart_long < 0:
+            raise ValueError(f"verifier_restart_long must be >= 0, got {verifier_restart_long}")
+        self.verifier_restart_whole, self.verifier_restart_long = verifier_restart_whole, verifier_restart_long
         # the verifier's partials stop before the first open word the greedy decoder gave a token of less than this
         # probability (0: off): a word the pass was unsure of is the one the next pass changes
         if not 0.0 <= partial_min_prob < 1.0:
@@ -169,7 +172,7 @@ class TwoPassStreaming:
             n = len(now.words)
         else:
             fresh = (restart_at(self.final_words, now.words, self.verifier_restart_words, RESTART_CONTEXT,
-                                self.verifier_restart_distinct, self.verifier_restart_whole)
+                                self.verifier_restart_distinct, self.verifier_restart_whole, self.verifier_restart_long)
                      if self.verifier_restart_words else len(now.words))
             n, tail = 0, causal_tail[0]
             for i, candidate in enumerate(causal_tail):

@@ -242,6 +242,12 @@ def test_a_whole_restart_says_again_all_that_followed_its_first_saying():
     assert restart_at(["the", "block", "book"], ["the", "block", "print"], 2, 12, whole=True) == 3
     # the first run that qualifies wins, not the first repeat
     assert restart_at(["a", "b", "c", "d"], ["a", "b", "x", "y", "a", "b", "x"], 2, 12, whole=True) == 4
+    # synthetic dev, live: the first saying split a word the restart joins; a long run counts, whole or not
+    said = ["The", "kids", "built", "a", "huge", "sand", "castle", "on", "the", "beach."]
+    again = ["The", "kids", "built", "a", "huge", "sandcastle", "on"]
+    assert restart_at(said, again, 2, 12, distinct=2, whole=True) == 7
+    assert restart_at(said, again, 2, 12, distinct=2, whole=True, long=4) == 0
+    assert restart_at(written, words, 2, 12, distinct=2, whole=True, long=4) == 6  # "should be" twice: 2 words
 
 
 def test_fresh_partials_stop_at_a_restart_and_hold_the_last_word():
