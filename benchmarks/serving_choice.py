@@ -103,7 +103,8 @@ def main() -> None:
     result["choice"] = choose(result, reference.name)
     write_report(result, RESULTS / "selection", evidence)
     # the causal pass's restart cut, the last pass's padding and the verifier's restart cut are the pipeline's dev
-    # choices (dev_restart_two_pass*, dev_final_padding*, dev_verifier_restart*, dev_verifier_restart_distinct*),
+    # choices (dev_restart_two_pass*, dev_final_padding*, dev_verifier_restart*, dev_verifier_restart_distinct*,
+    # dev_restart_long*),
     # made after this run's
     fields = PipelineConfig.model_fields
     spec = result["choice"]["spec"] | {
@@ -112,6 +113,10 @@ def main() -> None:
     if fields["two_pass_verifier_restart_words"].default:
         spec["verifier_restart_words"] = fields["two_pass_verifier_restart_words"].default
         spec["verifier_restart_distinct"] = fields["two_pass_verifier_restart_distinct"].default
+        if fields["two_pass_verifier_restart_whole"].default:
+            spec["verifier_restart_whole"] = True
+            if fields["two_pass_verifier_restart_long"].default:
+                spec["verifier_restart_long"] = fields["two_pass_verifier_restart_long"].default
     if fields["two_pass_partial_min_prob"].default:
         spec["partial_min_prob"] = fields["two_pass_partial_min_prob"].default
     for field in ("heartbeat_ms", "hold_last_edge_ms"):

@@ -92,6 +92,16 @@ class PipelineConfig(BaseModel):
     # back from 66 to 51 errors, real and synthetic dev unchanged (dev_verifier_restart_distinct*)
     two_pass_verifier_restart_distinct: int = Field(2, ge=1, description="two-pass verifier restart cut: different "
                                                      "words a restart must hold")
+    # ... and only a run that goes on saying what followed its first saying (a whole restart) or that goes on for 4
+    # words: a sentence that says "should be" twice had every pass cut to nothing for 4 s (dev trace LJ001-0015).
+    # Chosen on dev by the rule written before the run (benchmarks/restart_long.py → selection/dev_restart_long*;
+    # whole restarts alone lost words on synthetic dev: dev_restart_whole*): the same words on real and synthetic
+    # dev, pooled p90 final-word latency on real dev 1,210 -> 1,041 ms ([-451, -9]); continuous dev streams WER
+    # 23.1 -> 21.8 % ([-4.8, +0.4]), p90 7,897 -> 4,055 ms ([-7,795, +73], not separable), median 741 -> 721 ms
+    two_pass_verifier_restart_whole: bool = Field(True, description="two-pass verifier restart cut: only a run "
+                                                  "that says again all that followed its first saying ...")
+    two_pass_verifier_restart_long: int = Field(4, ge=0, description="two-pass verifier restart cut: ... or a run "
+                                                "of this many words (0: none)")
     # the verifier's partials stop before its first open word with a token below this probability (0: off;
     # streaming.second_pass.TwoPassStreaming): the unsure word is the one the next pass rewrites. Chosen on the real
     # dev split, fixed feeding, by the rule written before the run (benchmarks/partials.py --min-probs →

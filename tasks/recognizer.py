@@ -41,6 +41,12 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
                                         verifier_restart_words=config.two_pass_verifier_restart_words or None,
                                         verifier_restart_distinct=(config.two_pass_verifier_restart_distinct
                                                                    if config.two_pass_verifier_restart_words else None),
+                                        verifier_restart_whole=bool(config.two_pass_verifier_restart_words
+                                                                    and config.two_pass_verifier_restart_whole) or None,
+                                        verifier_restart_long=(config.two_pass_verifier_restart_long if
+                                                               config.two_pass_verifier_restart_words
+                                                               and config.two_pass_verifier_restart_whole else None)
+                                        or None,
                                         partial_min_prob=config.two_pass_partial_min_prob or None,
                                         heartbeat_ms=config.two_pass_heartbeat_ms,
                                         hold_last_edge_ms=config.two_pass_hold_last_edge_ms,
