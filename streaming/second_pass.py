@@ -92,7 +92,8 @@ class TwoPassStreaming:
     def __init__(self, engine, verifier: Verifier, every_ms: int = 600, self_agreement: bool = False,
                  hold_last: bool = True, window_ms: int | None = None, partials: str = "causal",
                  verifier_restart_words: int = 0, verifier_restart_distinct: int = 1,
-                 verifier_restart_whole: bool = False, verifier_restart_long: int = 0, partial_min_prob: float = 0.0, heartbeat_ms: int | None = None,
+                 verifier_restart_whole: bool = False, verifier_restart_long: int = 0,
+                 partial_min_prob: float = 0.0, heartbeat_ms: int | None = None,
                  hold_last_edge_ms: int | None = None) -> None:
         if partials not in PARTIALS:
             raise ValueError(f"partials must be one of {PARTIALS}, got {partials!r}")
@@ -124,9 +125,9 @@ class TwoPassStreaming:
             raise ValueError(f"verifier_restart_words must be >= 0 and verifier_restart_distinct >= 1, got "
                              f"{verifier_restart_words}, {verifier_restart_distinct}")
         self.verifier_restart_words, self.verifier_restart_distinct = verifier_restart_words, verifier_restart_distinct
-        # ``verifier_restart_whole``: only a run that goes on saying what followed its first saying (``restart_at``):
-        # a sentence that says "should be" twice had every pass cut to nothing for 4 s (dev: LJ001-0015)
-        # (``verifier_restart_long``: or a run that long, whole or not)
+        # ``verifier_restart_whole``: only a run that goes on saying what followed its first saying (``restart_at``),
+        # or with ``verifier_restart_long`` one that goes on for that many words, whole or not: a sentence that says
+        # "should be" twice had every pass cut to nothing for 4 s (dev: LJ001-0015; selection/dev_restart_long*)
         if verifier_restart_long < 0:
             raise ValueError(f"verifier_restart_long must be >= 0, got {verifier_restart_long}")
         self.verifier_restart_whole, self.verifier_restart_long = verifier_restart_whole, verifier_restart_long

@@ -19,6 +19,8 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
     on causal agreement, and also on verifier self-agreement), and the dev-selected EMMA trial at its chunk size
     where the profile keeps EMMA a candidate (``emma_candidate``)."""
     specs: list[SystemSpec] = []
+    # the verifier restart cut's refinements apply only where the cut is on
+    whole = bool(config.two_pass_verifier_restart_words and config.two_pass_verifier_restart_whole)
     for chunk, adapter in sorted(adapters.items()):
         specs.append(SystemSpec(f"recognizer causal {chunk} ms", "causal", chunk, config.model, adapter_dir=adapter))
         if config.candidate_beam and config.candidate_beam > 1:
@@ -41,11 +43,8 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
                                         verifier_restart_words=config.two_pass_verifier_restart_words or None,
                                         verifier_restart_distinct=(config.two_pass_verifier_restart_distinct
                                                                    if config.two_pass_verifier_restart_words else None),
-                                        verifier_restart_whole=bool(config.two_pass_verifier_restart_words
-                                                                    and config.two_pass_verifier_restart_whole) or None,
-                                        verifier_restart_long=(config.two_pass_verifier_restart_long if
-                                                               config.two_pass_verifier_restart_words
-                                                               and config.two_pass_verifier_restart_whole else None)
+                                        verifier_restart_whole=whole or None,
+                                        verifier_restart_long=(config.two_pass_verifier_restart_long if whole else 0)
                                         or None,
                                         partial_min_prob=config.two_pass_partial_min_prob or None,
                                         heartbeat_ms=config.two_pass_heartbeat_ms,
