@@ -171,6 +171,23 @@ def tail_choice(prefix: str, reference: str, arm: str, wer_margin: float,
         "streams_median_vs_reference_ci95": median, "sets_not_scored": missing}
 
 
+def tail_choice_cli(doc: str, prefix: str, reference: str, arm: str, fields: dict, wer_margin: float, key: str,
+                    chosen, kept) -> None:
+    """The command line of a setting judged on the tail (``restart_tail.py``, ``restart_whole.py``,
+    ``restart_long.py``): ``arm`` is the served spec with ``fields`` set over it, ``reference`` the served spec as it
+    is; ``--choose`` writes ``{key: chosen}`` when :func:`tail_choice` qualifies the arm (``kept`` otherwise), the
+    evidence and the rule ``doc`` wrote before the run."""
+
+    def score(state: dict, which: str) -> None:
+        score_served_arms(state, which, {reference: {}, arm: fields}, prefix)
+
+    def choose() -> dict:
+        qualifies, evidence = tail_choice(prefix, reference, arm, wer_margin)
+        return {key: chosen if qualifies else kept, **evidence, "rule": rule_text(doc)}
+
+    dev_choice_cli(doc, score, choose, prefix)
+
+
 def latency_choice(prefix: str, reference: str, arms: dict[int, str], max_rtf: float,
                    selection: Path = RESULTS / "selection") -> dict:
     """A setting chosen for latency on dev (the rule ``heartbeat.py``, ``hold_last_edge.py`` and

@@ -36,20 +36,7 @@ ARM = "two-pass served, restart cut: whole restarts only"
 WER_MARGIN = 0.01
 
 
-def choose(selection: Path) -> dict:
-    from benchmarks.common import tail_choice
-
-    qualifies, evidence = tail_choice(PREFIX, REFERENCE, ARM, WER_MARGIN, selection)
-    return {"chosen_verifier_restart_whole": qualifies, **evidence}
-
-
 if __name__ == "__main__":
-    from benchmarks.common import RESULTS, dev_choice_cli, rule_text, score_served_arms
+    from benchmarks.common import tail_choice_cli
 
-    def score(state: dict, which: str) -> None:
-        score_served_arms(state, which, {REFERENCE: {}, ARM: {"verifier_restart_whole": True}}, PREFIX)
-
-    def choice() -> dict:
-        return {**choose(RESULTS / "selection"), "rule": rule_text(__doc__)}
-
-    dev_choice_cli(__doc__, score, choice, PREFIX)
+    tail_choice_cli(__doc__, PREFIX, REFERENCE, ARM, {"verifier_restart_whole": True}, WER_MARGIN, "chosen_verifier_restart_whole", True, False)
