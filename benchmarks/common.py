@@ -140,8 +140,8 @@ def rule_text(doc: str) -> str:
 
 def tail_choice(prefix: str, reference: str, arm: str, wer_margin: float,
                 selection: Path = RESULTS / "selection") -> tuple[bool, dict]:
-    """A setting judged on the tail of final-word latency, on dev (the rule ``restart_tail.py`` and
-    ``restart_whole.py`` write before their runs): (whether ``arm`` qualifies, the evidence). It qualifies when
+    """A setting judged on the tail of final-word latency, on dev (the rule ``restart_tail.py``, ``restart_whole.py``
+    and ``restart_long.py`` write before their runs): (whether ``arm`` qualifies, the evidence). It qualifies when
     every dev set is scored and on each the upper end of the 95 % interval of its WER minus ``reference``'s is at
     most ``wer_margin`` (a fraction); its pooled p90 final-word latency is not separably higher on real dev or the
     continuous dev streams and separably lower on at least one of them; and its streams median final-word latency

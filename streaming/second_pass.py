@@ -128,8 +128,9 @@ class TwoPassStreaming:
         # ``verifier_restart_whole``: only a run that goes on saying what followed its first saying (``restart_at``),
         # or with ``verifier_restart_long`` one that goes on for that many words, whole or not: a sentence that says
         # "should be" twice had every pass cut to nothing for 4 s (dev: LJ001-0015; selection/dev_restart_long*)
-        if verifier_restart_long < 0:
-            raise ValueError(f"verifier_restart_long must be >= 0, got {verifier_restart_long}")
+        if verifier_restart_long < 0 or (verifier_restart_long and not verifier_restart_whole):
+            raise ValueError(f"verifier_restart_long must be >= 0, and is read only with verifier_restart_whole, got "
+                             f"{verifier_restart_long} (whole: {verifier_restart_whole})")
         self.verifier_restart_whole, self.verifier_restart_long = verifier_restart_whole, verifier_restart_long
         # the verifier's partials stop before the first open word the greedy decoder gave a token of less than this
         # probability (0: off): a word the pass was unsure of is the one the next pass changes

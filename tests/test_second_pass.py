@@ -285,6 +285,8 @@ def test_a_restart_two_passes_agree_on_is_not_finalised_mid_stream():
     assert finals_cut == (*said, "liner.")
     with pytest.raises(ValueError, match="verifier_restart_words"):
         TwoPassStreaming(_Scripted([]), _Scripted([]), verifier_restart_words=-1)
+    with pytest.raises(ValueError, match="verifier_restart_long"):  # a length that would be silently ignored
+        TwoPassStreaming(_Scripted([]), _Scripted([]), verifier_restart_words=2, verifier_restart_long=4)
 
 
 def test_the_pipeline_offers_every_partials_policy():
