@@ -57,6 +57,14 @@ def _seeds(art: dict) -> list[int]:
     return sorted(int(k.split("seed")[1]) for k in art.get("adapters", {}) if k.startswith("300ms-seed"))
 
 
+def _seeds_scored(result: dict | None) -> list[int]:
+    """The seeds whose 300 ms greedy rows a dev result holds: a later session re-chooses from the committed evidence
+    (e.g. the peers alone) on a machine where the trained adapters are gone."""
+    prefix = "causal tuned 300 ms seed "
+    return sorted(int(r["name"][len(prefix):]) for r in (result or {}).get("systems", [])
+                  if r["name"].startswith(prefix) and r["name"][len(prefix):].isdigit())
+
+
 def _budgets(args) -> tuple[int, ...]:
     """``--budgets`` ("300,500,1000"; "" for none) as chunk sizes in ms."""
     return tuple(int(b) for b in args.budgets.split(",") if b.strip())
@@ -132,6 +140,7 @@ def _choose(state: dict, results: dict, seeds: list[int], args) -> None:
 
     results = {**_load_results(), **results}
     real = results.get("real_dev")
+    seeds = seeds or _seeds_scored(real)
     choices = {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "selected_on": "dev splits only",
                "evidence": {k: f"benchmarks/results/selection/{k.split(':')[-1] if ':' in k else n}.json"
                          for k, n in [("real_dev", "dev_systems"), ("synthetic_dev", "synthetic_dev_systems"),

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is not an installed package
-from benchmarks.evaluation import _unscored  # noqa: E402
+from benchmarks.evaluation import _seeds_scored, _unscored  # noqa: E402
 from evaluation.systems import SystemSpec  # noqa: E402
 
 
@@ -33,3 +33,12 @@ def test_a_row_of_the_same_system_is_renamed_not_scored_again(tmp_path):
     _report(report, "s", [SystemSpec("old label", "causal", 300, adapter_dir="/a/1")])
     assert _unscored([SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir="/a/1")], report, "s") == []
     assert json.loads(report.read_text())["systems"][0]["name"] == "causal tuned 300 ms"
+
+
+def test_the_seeds_of_a_committed_dev_result_are_its_greedy_300ms_rows():
+    """A re-choice on a machine without the trained adapters (the peers re-selected alone) takes the seeds from the
+    committed dev rows; a beam or cache row of a seed is not another seed."""
+    rows = [{"name": n} for n in ("faster-whisper offline", "causal tuned 300 ms seed 3407", "causal tuned 300 ms seed 1",
+                                  "causal tuned 300 ms seed 3407 beam 4", "causal tuned 300 ms seed 2")]
+    assert _seeds_scored({"systems": rows}) == [1, 2, 3407]
+    assert _seeds_scored(None) == []
