@@ -38,7 +38,8 @@ def test_a_row_of_the_same_system_is_renamed_not_scored_again(tmp_path):
 def test_the_seeds_of_a_committed_dev_result_are_its_greedy_300ms_rows():
     """A re-choice on a machine without the trained adapters (the peers re-selected alone) takes the seeds from the
     committed dev rows; a beam or cache row of a seed is not another seed."""
-    rows = [{"name": n} for n in ("faster-whisper offline", "causal tuned 300 ms seed 3407", "causal tuned 300 ms seed 1",
-                                  "causal tuned 300 ms seed 3407 beam 4", "causal tuned 300 ms seed 2")]
+    names = ("faster-whisper offline", "causal tuned 300 ms seed 3407", "causal tuned 300 ms seed 1",
+             "causal tuned 300 ms seed 3407 beam 4", "causal tuned 300 ms seed 2")
+    rows = [{"name": n} for n in names]
     assert _seeds_scored({"systems": rows}) == [1, 2, 3407]
     assert _seeds_scored(None) == []
