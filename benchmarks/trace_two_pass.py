@@ -1,8 +1,10 @@
-"""Trace the served two-pass recognizer on one *dev* utterance (real or synthetic): every verifier pass (its words, how many of
-them are sure) and what each step shows (final count, partial words). For reading why words wait, on dev only:
+"""Trace the served two-pass recognizer on one *dev* utterance (real or synthetic) or continuous dev stream (a
+speaker's dev utterances joined, ``benchmarks/dev_longform.py``'s streams): every verifier pass (its words, how many
+of them are sure) and what each step shows (final count, partial words). For reading why words wait, on dev only:
 the test split is refused.
 
     python benchmarks/trace_two_pass.py LJ001-0015 [--set verifier_restart_words=3 ...]
+    python benchmarks/trace_two_pass.py LJ001-0001+15     # a dev stream, by its id
 
 Fixed feeding (one chunk per step, no clock), so the trace does not depend on the machine's speed.
 """
@@ -19,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def main() -> None:
     from benchmarks.common import served_spec
+    from benchmarks.longform import dev_streams
     from evaluation.sets import load_split
     from evaluation.systems import build
 
@@ -30,6 +33,8 @@ def main() -> None:
     state = json.loads((Path(args.out) / "state.json").read_text())
     sets = [state["datasets"][k] for k in ("real", "kokoro_dev") if k in state["datasets"]]
     dev = {u.utt_id: u for u in load_split(sets, ["dev"])}
+    if "+" in args.utt_id:  # a stream's id: its first utterance + how many follow
+        dev.update({u.utt_id: u for u in dev_streams(state)[0]})
     if args.utt_id not in dev:
         raise SystemExit(f"{args.utt_id} is not a dev utterance of {', '.join(sets)} (test is refused)")
     fields = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
