@@ -59,6 +59,8 @@ class SystemSpec:
     heartbeat_ms: int | None = None
     # two-pass: the last word is final too once the verifier's alignment ends it this far before the audio's end
     hold_last_edge_ms: int | None = None
+    # two-pass: a mid-stream pass ends at its first open word only when end-of-text is this likely (None: always)
+    verifier_first_eot_min_prob: float | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
     def as_dict(self) -> dict[str, Any]:
@@ -165,7 +167,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                                       precision=spec.precision, cache_policy=spec.cache_policy,
                                       restart_words=spec.restart_words), models)
         verifier = Verifier(models.get(spec.model, None, precision=spec.precision), hush, spec.verifier or "hush",
-                            final_condition=spec.final_verifier)
+                            final_condition=spec.final_verifier,
+                            first_eot_min_prob=spec.verifier_first_eot_min_prob or 0.0)
         return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300,
                                 self_agreement=bool(spec.self_agreement), window_ms=spec.window_ms,
                                 partials=spec.partials or "causal",
