@@ -20,6 +20,12 @@ and ``restart_long.py``): the option joins the served spec when, on real dev, sy
 upper end of the 95 % interval of its WER minus the served spec's is at most 1.0 point (a non-inferiority margin);
 its pooled p90 final-word latency is not separably higher on real dev or the streams, and separably lower on at least
 one of them; and its streams median final-word latency is not separably higher. Otherwise the served spec stays.
+
+Result (after the run; `selection/dev_first_eot*`): **not adopted**. On the streams (scored first) the WER went
+21.78 → 27.39 % (+5.6 points [−0.2, +19.4], past the margin), so real and synthetic dev were not scored. The trace's
+stream did what was meant (LJ001-0001+15: p90 1,379 → 903 ms, the longest wait 11.3 → 2.0 s), but on the
+spontaneous stream (mfa_cold_corpus3+21) a pass that went on past a likely end ran into a loop ("P-P-P -P-P ...") that
+two passes then agreed on: 63 → 107 errors. The option stays in the code, off.
 """
 
 from __future__ import annotations

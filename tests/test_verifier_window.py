@@ -117,3 +117,21 @@ def test_the_serving_settings_reach_both_passes(speech):
     theirs = [norm_word(w) for w, _, _ in u.words]
     matched = sum(b.size for b in difflib.SequenceMatcher(a=ours, b=theirs, autojunk=False).get_matching_blocks())
     assert matched >= 0.8 * len(theirs), (ours, theirs)
+
+
+def test_end_of_text_at_the_first_open_word_needs_its_probability(tiny, speech):
+    """``first_eot_min_prob``: with every word of a real utterance forced as final, Whisper ends the text at once;
+    a mid-stream pass that needs end-of-text to be certain (1.0) goes on with the likeliest other token instead, and
+    the last pass keeps Whisper's own end. Where the text goes on anyway (half the words forced), nothing changes."""
+    plain, eager = Verifier(tiny, None, "zeros_5s"), Verifier(tiny, None, "zeros_5s", first_eot_min_prob=1.0)
+    u = speech[0]
+    heard = plain(u.audio, [])
+    every = [t for g in heard.tokens for t in g]
+    assert plain(u.audio, every).words == []  # the premise: nothing past the whole transcript
+    went_on = eager(u.audio, every)
+    assert went_on.tokens and went_on.probs[0] < 1.0  # a token Whisper ranked below its end of text
+    assert eager(u.audio, every, last=True).words == plain(u.audio, every, last=True).words
+    half = [t for g in heard.tokens[: len(heard.tokens) // 2] for t in g]
+    assert eager(u.audio, half).words == plain(u.audio, half).words
+    with pytest.raises(ValueError, match="first_eot_min_prob"):
+        Verifier(tiny, None, "zeros_5s", first_eot_min_prob=1.5)
