@@ -25,7 +25,8 @@ Result (after the run; `selection/dev_first_eot*`): **not adopted**. On the stre
 21.78 → 27.39 % (+5.6 points [−0.2, +19.4], past the margin), so real and synthetic dev were not scored. The trace's
 stream did what was meant (LJ001-0001+15: p90 1,379 → 903 ms, the longest wait 11.3 → 2.0 s), but on the
 spontaneous stream (mfa_cold_corpus3+21) a pass that went on past a likely end ran into a loop ("P-P-P -P-P ...") that
-two passes then agreed on: 63 → 107 errors. The option stays in the code, off.
+two passes then agreed on: 63 → 107 errors. Scored at commit 86f7a6f: the option has since been given a guard (a pass
+that went on and then loops or echoes the final words hears nothing), judged in `first_eot_guard.py`.
 """
 
 from __future__ import annotations

@@ -71,7 +71,10 @@ class Verifier:
         With a prefix that ends a sentence, Whisper often ends the text right there while the speech goes on (dev
         stream LJ001-0001+15: 12 passes in a row, 3.6 s, heard nothing after "for your hand." at p(end) 0.2-0.6,
         with " Simpl"/" Sim" next), and every word after it waited. A wrong guess there is open, not final: the next
-        pass decides it. The last pass has no next pass, so it keeps Whisper's own end."""
+        pass decides it. The last pass has no next pass, so it keeps Whisper's own end. A pass that went on and then
+        loops or echoes the final words was ended rightly: it hears nothing, as Whisper said (without this, on a
+        spontaneous dev stream, "P-P-P" went on as "-P-P -P-P ..." and two passes agreed on it:
+        selection/dev_first_eot_choice.json, the option before this guard)."""
         if not 0.0 <= first_eot_min_prob <= 1.0:
             raise ValueError(f"first_eot_min_prob must be in [0, 1], got {first_eot_min_prob}")
         self.first_eot_min_prob = first_eot_min_prob
@@ -107,17 +110,20 @@ class Verifier:
         probs: list[float] = []  # each token's probability (the loop and pile-up cuts only shorten ``new``)
         budget = int(len(audio) / SAMPLE_RATE * self.max_tokens_per_s) + 4 - len(final_tokens)
         check_at = None  # once a loop shows: where the audio is next asked whether it holds the repeats
+        went_on = False  # this pass went on past an end of text at its first open token (``first_eot_min_prob``)
         for _ in range(max(0, min(budget, base.max_tokens - len(final_tokens)))):
             logprobs = base._logprobs(row, len(final_tokens) + len(new))
             token = int(logprobs.argmax())
             if token == self.tokenizer.eot and not new and final_tokens and not last and (
                     float(logprobs[token].exp()) < self.first_eot_min_prob):
-                token = int(logprobs.topk(2).indices[1])  # the text goes on past the final words (see __init__)
+                token, went_on = int(logprobs.topk(2).indices[1]), True  # the text goes on (see __init__)
             if token == self.tokenizer.eot:
                 break
             new.append(token)
             probs.append(float(logprobs[token].exp()))
             if check_at is None and (loop := base.repeated_tail(new)):
+                if went_on:  # Whisper was right to end: what it says past its end loops (see __init__)
+                    return VerifierWords()
                 if not last:
                     del new[len(new) - loop :]
                     break
@@ -132,6 +138,8 @@ class Verifier:
             if check_at is not None and (held := self._held(final_tokens, new)) is not None:
                 del new[held:]
         cut = self._echo((prompt or []) + final_tokens, final_tokens, new)
+        if went_on and cut:
+            return VerifierWords()
         return self._words(new[cut:], probs[cut : len(new)])
 
     def _echo(self, context: list[int], final_tokens: list[int], new: list[int]) -> int:
