@@ -20,6 +20,13 @@ the option joins the served spec when, on real dev, synthetic dev and the stream
 interval of its WER minus the served spec's is at most 1.0 point (a non-inferiority margin); its pooled p90
 final-word latency is not separably higher on real dev or the streams, and separably lower on at least one of them;
 and its streams median final-word latency is not separably higher. Otherwise the served spec stays.
+
+Result (after the run; `selection/dev_first_eot_guard*`): **not adopted**: the words held, the tail did not fall
+separably. WER: real dev 25.81 → 25.91 % (+0.1 [0.0, +0.6]), synthetic dev 2.14 → 2.17 % (+0.03 [0.0, +0.1]), the
+streams 21.78 → 21.78 % ([−0.5, +0.2]); all within the margin, and the spontaneous stream's loop is gone (63 errors
+both). Pooled p90 final-word latency: real dev 1,089 → 1,046 ms (−43 [−159, +3]), the streams 3,948 → 2,745 ms
+(−1,203 [−2,254, +271]); neither separable. The trace's stream's longest wait went 11.4 → 2.0 s. Real dev median
+540 → 512 ms (separably lower, [−46, −2]; not what the rule asks). The option stays in the code, off.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ class SystemSpec:
     # two-pass: the last word is final too once the verifier's alignment ends it this far before the audio's end
     hold_last_edge_ms: int | None = None
     # two-pass: a mid-stream pass ends at its first open word only when end-of-text is this likely (None: always;
-    # 0.5 was not adopted on dev: selection/dev_first_eot_choice.json)
+    # 0.5 was not adopted on dev: selection/dev_first_eot_choice.json, dev_first_eot_guard_choice.json)
     verifier_first_eot_min_prob: float | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
