@@ -1,5 +1,6 @@
-"""The verifier's end-of-text at the first open word with the loop guard (``verifier_first_eot_min_prob`` 0.5), judged
-on the tail of final-word latency, on dev: the second arm after `first_eot.py`.
+"""The verifier's end-of-text at the first open word with the loop guard (``verifier_first_eot_min_prob`` 0.5),
+judged on the tail of final-word latency, on dev: the second arm (the first, without the guard:
+`selection/dev_first_eot_choice.json`).
 
     python benchmarks/first_eot_guard.py --set streams && python benchmarks/first_eot_guard.py --set real
     python benchmarks/first_eot_guard.py --set synthetic
@@ -7,7 +8,9 @@ on the tail of final-word latency, on dev: the second arm after `first_eot.py`.
 
 Why: a mid-stream pass with a forced prefix that ends a sentence often ends the text right there while the speech
 goes on, and the words after it wait (dev trace LJ001-0001+15: 12 passes, 3.6 s, heard nothing). The first arm
-(`first_eot.py`, `selection/dev_first_eot_choice.json`) let such a pass go on when end-of-text was below p 0.5: the
+(`selection/dev_first_eot_choice.json`, its rule the same as this one; scored at commit 86f7a6f by
+`benchmarks/first_eot.py`, removed since: the option now has the guard, so it would not score the same) let such a
+pass go on when end-of-text was below p 0.5: the
 trace's stream's longest wait went 11.3 → 2.0 s, but on the spontaneous stream a pass that went on ran into a loop
 ("P-P-P -P-P ...") that two passes agreed on (63 → 107 errors; streams WER +5.6 points [−0.2, +19.4], past the
 margin). Now a pass that went on and then loops or echoes the final words hears nothing, as Whisper said
@@ -15,7 +18,7 @@ margin). Now a pass that went on and then loops or echoes the final words hears 
 
 Arms: the served spec against the same with the option; fixed feeding on the continuous dev streams, live feeding on
 the real `dev` split and the synthetic dev set.
-Rule, written before the run (``benchmarks.common.tail_choice``, the rule of ``restart_long.py`` and ``first_eot.py``):
+Rule, written before the run (``benchmarks.common.tail_choice``, the rule of ``restart_long.py`` and of the first arm):
 the option joins the served spec when, on real dev, synthetic dev and the streams each, the upper end of the 95 %
 interval of its WER minus the served spec's is at most 1.0 point (a non-inferiority margin); its pooled p90
 final-word latency is not separably higher on real dev or the streams, and separably lower on at least one of them;
