@@ -39,4 +39,5 @@ WER_MARGIN = 0.01
 if __name__ == "__main__":
     from benchmarks.common import tail_choice_cli
 
-    tail_choice_cli(__doc__, PREFIX, REFERENCE, ARM, {"verifier_restart_whole": True}, WER_MARGIN, "chosen_verifier_restart_whole", True, False)
+    tail_choice_cli(__doc__, PREFIX, REFERENCE, ARM, {"verifier_restart_whole": True}, WER_MARGIN,
+                    "chosen_verifier_restart_whole", True, False)

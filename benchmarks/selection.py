@@ -330,6 +330,7 @@ def partials_specs(selection: Path) -> tuple[list[SystemSpec], dict[str, Any]]:
              SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=adapters["per_chunk"], **greedy),
              SystemSpec("causal random-chunk adapter 300 ms", "causal", 300, adapter_dir=adapters["rcs"], **greedy),
              SystemSpec(**{**served, "name": SERVED_ROW}),
-             SystemSpec(**{**served, "name": "two-pass 300 ms, distilled causal adapter (edge + heartbeat + whole restarts)",
+             SystemSpec(**{**served, "name": "two-pass 300 ms, distilled causal adapter "
+                                                  "(edge + heartbeat + whole restarts)",
                            "adapter_dir": adapters["per_chunk"]})]
     return specs, adapters
