@@ -264,6 +264,36 @@ def compute_choice(prefix: str, reference: str, arms: dict[str, str], wer_margin
         "arms": out, "sets_not_scored": missing}
 
 
+def wer_choice(prefix: str, reference: str, arm: str, wer_margin: float, latency_margin_ms: float,
+               selection: Path = RESULTS / "selection") -> tuple[bool, dict]:
+    """A setting judged on its words, on dev (the rule ``digit_runs.py`` wrote before its run): (whether ``arm``
+    qualifies, the evidence). It qualifies when every dev set is scored; its WER minus ``reference``'s is separably
+    lower on real dev (the upper end of the 95 % interval below 0) and its upper end is at most ``wer_margin`` (a
+    fraction) on synthetic dev and the continuous dev streams; and on real dev and the streams the upper end of its
+    median final-word latency minus ``reference``'s is at most ``latency_margin_ms``. The p90 is reported, not
+    judged."""
+    from evaluation.intervals import compare
+
+    rows, missing = scored_sets(prefix, selection)
+
+    def diff(which: str, metric: str) -> list[float]:
+        return compare(rows[which][arm]["per_utterance"], rows[which][reference]["per_utterance"], metric)["ci95"]
+
+    wer = {which: diff(which, "wer") for which in rows}
+    latency = {which: {m: diff(which, m) for m in ("word_latency_ms_median", "word_latency_ms_p90")}
+               for which in ("real", "streams") if which in rows}
+    qualifies = (not missing and wer["real"][1] < 0 and all(wer[w][1] <= wer_margin for w in ("synthetic", "streams"))
+                 and all(ci["word_latency_ms_median"][1] <= latency_margin_ms for ci in latency.values()))
+    return qualifies, {
+        "wer_margin": wer_margin, "latency_margin_ms": latency_margin_ms,
+        "wer": {which: {name: r[name]["wer"] for name in (reference, arm)} for which, r in rows.items()},
+        "wer_vs_reference_ci95": wer,
+        "word_latency_ms": {which: {name: {m: rows[which][name][m] for m in ("word_latency_ms_median",
+                                                                                 "word_latency_ms_p90")}
+                                    for name in (reference, arm)} for which in latency},
+        "latency_vs_reference_ci95": latency, "sets_not_scored": missing}
+
+
 def latency_choice_cli(doc: str, prefix: str, reference: str, arms: dict[int, tuple[str, dict]], key: str,
                        max_rtf: float, **fixed) -> None:
     """The command line of a latency setting chosen on dev (``heartbeat.py``, ``hold_last_edge.py``,

@@ -62,6 +62,8 @@ class SystemSpec:
     # two-pass: a mid-stream pass ends at its first open word only when end-of-text is this likely (None: always;
     # 0.5 was not adopted on dev: selection/dev_first_eot_choice.json, dev_first_eot_guard_choice.json)
     verifier_first_eot_min_prob: float | None = None
+    # two-pass: a mid-stream pass finalises a digit word only after a word that is not digits (None/False: off)
+    hold_digit_runs: bool | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
     def as_dict(self) -> dict[str, Any]:
@@ -179,7 +181,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                                 verifier_restart_long=spec.verifier_restart_long or 0,
                                 partial_min_prob=spec.partial_min_prob or 0.0,
                                 heartbeat_ms=spec.heartbeat_ms,
-                                hold_last_edge_ms=spec.hold_last_edge_ms), "ours"
+                                hold_last_edge_ms=spec.hold_last_edge_ms,
+                                hold_digit_runs=bool(spec.hold_digit_runs)), "ours"
     if spec.kind == "causal":
         from configs.finetune import default_tau0_ms
         from streaming.engine import CausalStreamingEngine

@@ -86,6 +86,15 @@ def agreed(a: list[str], b: list[str]) -> int:
     return n
 
 
+def digit_run_open(words: list[str]) -> int:
+    """Where the run of digit words that ends ``words`` starts (``len(words)``: the last word is not digits): that
+    run may still grow, and Whisper writes a run as it groups it ("443 631 2"), not digit by digit."""
+    start = len(words)
+    while start and words[start - 1].isascii() and words[start - 1].isdigit():
+        start -= 1
+    return start
+
+
 class TwoPassStreaming:
     """A `StreamingRecognizer`: the verifier's finals, partials by ``partials`` (see the module docstring)."""
 
@@ -94,7 +103,7 @@ class TwoPassStreaming:
                  verifier_restart_words: int = 0, verifier_restart_distinct: int = 1,
                  verifier_restart_whole: bool = False, verifier_restart_long: int = 0,
                  partial_min_prob: float = 0.0, heartbeat_ms: int | None = None,
-                 hold_last_edge_ms: int | None = None) -> None:
+                 hold_last_edge_ms: int | None = None, hold_digit_runs: bool = False) -> None:
         if partials not in PARTIALS:
             raise ValueError(f"partials must be one of {PARTIALS}, got {partials!r}")
         self.partials = partials
@@ -144,6 +153,11 @@ class TwoPassStreaming:
         if heartbeat_ms is not None and heartbeat_ms < every_ms:
             raise ValueError(f"heartbeat_ms must be >= every_ms ({every_ms}) or None, got {heartbeat_ms}")
         self.heartbeat_ms = heartbeat_ms
+        # a number's digits are decided together (``digit_run_open``): a mid-stream pass finalises a run of digit
+        # words only once it has heard a word that is not digits after the run. With every digit final on its own,
+        # each pass's forced prefix ends in a digit and Whisper starts a new number after it: "four four three six
+        # three one two" came out "4 4 3 6 3 1 2" where offline Whisper writes "443 631 2" (dev: an4-cen7-fbbh-b)
+        self.hold_digit_runs = hold_digit_runs
         self.lookahead_ms = getattr(engine, "lookahead_ms", 0.0)
         self.chunk_ms = getattr(engine, "chunk_ms", None)  # what a live session cuts its pieces to
         self.reset()
@@ -195,6 +209,8 @@ class TwoPassStreaming:
                 # guess the same twice (unless this pass heard the word end clear of the audio's edge)
                 n = max(n, min(both, max(last, clear)))
             n = min(n, fresh)
+            if self.hold_digit_runs:
+                n = min(n, digit_run_open(now.words))
         self.final_words += now.words[:n]
         self.final_tokens += [t for g in now.tokens[:n] for t in g]
         self._window += now.tokens[:n]

@@ -160,6 +160,24 @@ def test_final_words_outnumbering_the_causal_ones_leave_an_empty_tail():
     assert system.feed(chunk) == Hypothesis(("one", "two", "three"), ())
 
 
+def test_a_run_of_digits_is_final_once_a_word_that_is_not_digits_follows_it():
+    from streaming.second_pass import digit_run_open
+
+    assert digit_run_open(["enter", "4", "4", "3"]) == 1  # the run may still grow
+    assert digit_run_open(["enter", "443", "631", "erase", "9"]) == 4  # "443 631" ended; "9" may still grow
+    assert digit_run_open(["3,", "5,", "A"]) == 3 and digit_run_open(["3,", "5"]) == 1  # commas end a number
+    assert digit_run_open(["March", "3rd", "1928."]) == 3 and digit_run_open([]) == 0
+    chunk = np.zeros(4800, dtype=np.float32)
+    script = [["enter", "4", "4", "3"], ["enter", "443", "631", "2", "erase", "that"]]
+    for hold, first in ((False, ("enter", "4", "4")), (True, ("enter",))):
+        # the verifier answers the words past the final ones (its forced prefix)
+        causal, verifier = _Scripted([list(w) for w in script]), _Scripted([script[0], script[1][1:]])
+        system = TwoPassStreaming(causal, verifier, every_ms=300, hold_digit_runs=hold)
+        assert system.feed(chunk).committed == first
+        if hold:  # the next pass heard the whole number and the word after it: all but its last word final
+            assert system.feed(chunk).committed == ("enter", "443", "631", "2", "erase")
+
+
 class _ScriptedCausal(_Scripted):
     """A causal engine answering scripted hypotheses (committed and tentative words)."""
 
