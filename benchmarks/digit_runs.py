@@ -21,6 +21,15 @@ below 0), and the upper end is at most 1.0 point on synthetic dev and on the con
 non-inferiority margin); and on real dev and on the streams the upper end of the interval of its median final-word
 latency minus the served spec's is at most 100 ms. The p90 is reported beside, not judged: the words held are the
 point of the option. Otherwise the served spec stays.
+
+Result (after the run; `selection/dev_digit_runs*`): **not adopted**. The streams first: WER 21.78 → 28.66 %
+(+6.9 points [+0.8, +27.5], separably worse), p90 final-word latency 3,880 → 8,918 ms. On the spoken-digit streams
+(one speaker's "zero ... one ..." clips joined) every repeat waited as one open run, and the pass that decided it
+lost or bunched them (fsdd_0_george_0+59: 7 → 44 errors, nine zeros of 60 written). Real dev (live): WER 25.81 →
+25.81 % (0.0 [−1.4, +1.3]): the motivating utterance went 7 → 3 errors ("443 631 2", as offline), two single zeros
+written twice were mended, and three single zeros decided by the end pass came out as words ("See you, Rob.", "Jato.").
+Median final-word latency 522 → 529 ms (+8 [−9, +25]). Synthetic dev was not scored (the rule had failed on the
+streams). The option stays in the code, off.
 """
 
 from __future__ import annotations

@@ -62,7 +62,8 @@ class SystemSpec:
     # two-pass: a mid-stream pass ends at its first open word only when end-of-text is this likely (None: always;
     # 0.5 was not adopted on dev: selection/dev_first_eot_choice.json, dev_first_eot_guard_choice.json)
     verifier_first_eot_min_prob: float | None = None
-    # two-pass: a mid-stream pass finalises a digit word only after a word that is not digits (None/False: off)
+    # two-pass: a mid-stream pass finalises a run of digit words only once a word that is not digits follows it
+    # (None/False: off; not adopted on dev, lists of digits lost words: selection/dev_digit_runs_choice.json)
     hold_digit_runs: bool | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
