@@ -65,6 +65,8 @@ class SystemSpec:
     # two-pass: a mid-stream pass finalises a run of digit words only once a word that is not digits follows it
     # (None/False: off; not adopted on dev, lists of digits lost words: selection/dev_digit_runs_choice.json)
     hold_digit_runs: bool | None = None
+    # two-pass: a mid-stream pass before the first final word hears nothing above this <|nospeech|> probability
+    verifier_no_speech: float | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
     def as_dict(self) -> dict[str, Any]:
@@ -172,7 +174,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                                       restart_words=spec.restart_words), models)
         verifier = Verifier(models.get(spec.model, None, precision=spec.precision), hush, spec.verifier or "hush",
                             final_condition=spec.final_verifier,
-                            first_eot_min_prob=spec.verifier_first_eot_min_prob or 0.0)
+                            first_eot_min_prob=spec.verifier_first_eot_min_prob or 0.0,
+                            no_speech_threshold=spec.verifier_no_speech)
         return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300,
                                 self_agreement=bool(spec.self_agreement), window_ms=spec.window_ms,
                                 partials=spec.partials or "causal",

@@ -61,7 +61,8 @@ class Verifier:
     """The original weights on (audio ⊕ hush word), decoding greedily after a forced prefix of final tokens."""
 
     def __init__(self, model, hush: np.ndarray | None, condition: str = "hush", max_tokens_per_s: float = 12.0,
-                 final_condition: str | None = None, first_eot_min_prob: float = 0.0):
+                 final_condition: str | None = None, first_eot_min_prob: float = 0.0,
+                 no_speech_threshold: float | None = None):
         """``final_condition``: the padding of the end-of-stream pass (default ``condition``). The last pass
         decides every word still pending, once per utterance, so Whisper's own 30 s padding ("pad30") there buys
         offline accuracy for the words the mid-stream passes left open at one long pass per utterance.
@@ -74,10 +75,19 @@ class Verifier:
         pass decides it. The last pass has no next pass, so it keeps Whisper's own end. A pass that went on and then
         loops or echoes the final words was ended rightly: it hears nothing, as Whisper said (without this, on a
         spontaneous dev stream, "P-P-P" went on as "-P-P -P-P ..." and two passes agreed on it:
-        selection/dev_first_eot_choice.json, the option before this guard)."""
+        selection/dev_first_eot_choice.json, the option before this guard).
+
+        ``no_speech_threshold``: a mid-stream pass before the first final word hears nothing when Whisper's
+        <|nospeech|> probability (at the SOT position) is above it (None: off), as the causal decoders wait and as
+        offline Whisper drops such a segment. With 0.6 s of a clip's leading silence and 5 s of zeros, two passes
+        in a row said "I'm not a fan of the game." and agreed on it (dev trace fleurs-en-005). The last pass keeps
+        its words: a mid-stream pass heard wrongly silent costs latency, the last one would cost words."""
         if not 0.0 <= first_eot_min_prob <= 1.0:
             raise ValueError(f"first_eot_min_prob must be in [0, 1], got {first_eot_min_prob}")
         self.first_eot_min_prob = first_eot_min_prob
+        if no_speech_threshold is not None and not 0.0 < no_speech_threshold < 1.0:
+            raise ValueError(f"no_speech_threshold must be in (0, 1) or None, got {no_speech_threshold}")
+        self.no_speech_threshold = no_speech_threshold
         from whisper.tokenizer import get_tokenizer
 
         final_condition = final_condition or condition
@@ -105,7 +115,11 @@ class Verifier:
         base.decoder.append_audio(cache, frames)
         context = [self.tokenizer.sot_prev, *prompt[-PROMPT_TOKENS:]] if prompt else []
         seq = context + base.prefix + final_tokens
-        row = base._run(cache, seq, 0, logit_rows=1)[-1]
+        ask = self.no_speech_threshold is not None and not final_tokens and not last
+        rows = base._run(cache, seq, 0, logit_rows=len(seq) - len(context) if ask else 1)
+        if ask and float(torch.softmax(rows[0].float(), -1)[self.tokenizer.no_speech]) > self.no_speech_threshold:
+            return VerifierWords()  # row 0: the SOT position (see __init__)
+        row = rows[-1]
         new: list[int] = []
         probs: list[float] = []  # each token's probability (the loop and pile-up cuts only shorten ``new``)
         budget = int(len(audio) / SAMPLE_RATE * self.max_tokens_per_s) + 4 - len(final_tokens)

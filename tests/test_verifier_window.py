@@ -135,3 +135,20 @@ def test_end_of_text_at_the_first_open_word_needs_its_probability(tiny, speech):
     assert eager(u.audio, half).words == plain(u.audio, half).words
     with pytest.raises(ValueError, match="first_eot_min_prob"):
         Verifier(tiny, None, "zeros_5s", first_eot_min_prob=1.5)
+
+
+def test_no_speech_before_the_first_final_word_is_heard_as_nothing(tiny, speech):
+    """``no_speech_threshold``: a mid-stream pass with nothing final yet hears nothing where Whisper's <|nospeech|>
+    is likely (1 s of faint noise, which plain Whisper answers with a word), and the same words as plain Whisper on
+    real speech, whole or its first 0.6 s; the last pass, and a pass after final words, are not asked."""
+    plain, guarded = Verifier(tiny, None, "zeros_5s"), Verifier(tiny, None, "zeros_5s", no_speech_threshold=0.6)
+    noise = np.random.default_rng(0).normal(0, 0.01, 16_000).astype(np.float32)
+    assert plain(noise, []).words and guarded(noise, []).words == []
+    assert guarded(noise, [], last=True).words == plain(noise, [], last=True).words
+    for u in speech[:4]:
+        for audio in (u.audio, u.audio[:9_600]):
+            assert guarded(audio, []).words == plain(audio, []).words
+    first = plain(speech[0].audio, []).tokens[0]
+    assert guarded(noise, first).words == plain(noise, first).words
+    with pytest.raises(ValueError, match="no_speech_threshold"):
+        Verifier(tiny, None, "zeros_5s", no_speech_threshold=1.0)
