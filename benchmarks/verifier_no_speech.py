@@ -21,6 +21,18 @@ interval of its WER minus the served spec's is at most 1.0 point (a non-inferior
 lower (a point: a guard against a failure seen on one dev utterance cannot separate on 283); and on real dev and on
 the streams the upper end of the interval of its median final-word latency minus the served spec's is at most
 100 ms. The p90 is reported beside, not judged. Otherwise the served spec stays.
+
+Result (after the run; `selection/dev_verifier_no_speech*`): **not adopted**. The streams: WER 21.78 → 25.22 %
+(+3.4 points [+0.2, +13.1], separably worse). On a stream of spelled letters and digits (an4-an86-fbbh-b+12) the
+check held for a whole segment (nothing final, so every pass was asked) and the segment's last pass, over many
+seconds, dropped "Rubout TJWB 7959 No H-O-W-E-L-L-B-E-V-E-R-L-Y 51 56" (29 → 47 errors). Real dev (live): 25.81 →
+26.24 % (+0.4 [−1.5, +2.5]): fleurs-en-005 went 6 → 0 errors as meant, but on four spelled-letter utterances the
+skipped passes left the letters to the last pass, whose 30 s padding writes them joined ("PRI NCE" for
+"P -R-I-N-C-E.", 0 → 6 errors; "CZDZW8"). Median final-word latency: real 533 → 527 ms ([−22, +17]), streams
+667 → 654 ms ([−76, +41]). Synthetic dev was not scored (the rule had failed). The check stays in the code, off.
+What the two arms of this session share: words moved from the mid-stream passes (5 s of zeros after the audio) to
+the last pass (Whisper's 30 s padding) are written the last pass's way, which groups digits as offline does
+(`digit_runs.py`) and joins spelled letters, and a last pass over a long span loses words.
 """
 
 from __future__ import annotations

@@ -66,6 +66,7 @@ class SystemSpec:
     # (None/False: off; not adopted on dev, lists of digits lost words: selection/dev_digit_runs_choice.json)
     hold_digit_runs: bool | None = None
     # two-pass: a mid-stream pass before the first final word hears nothing above this <|nospeech|> probability
+    # (None: off; 0.6 was not adopted on dev, spelled letters lost words: selection/dev_verifier_no_speech_choice.json)
     verifier_no_speech: float | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
