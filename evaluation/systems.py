@@ -68,6 +68,8 @@ class SystemSpec:
     # two-pass: a mid-stream pass before the first final word hears nothing above this <|nospeech|> probability
     # (None: off; 0.6 was not adopted on dev, spelled letters lost words: selection/dev_verifier_no_speech_choice.json)
     verifier_no_speech: float | None = None
+    # two-pass: a mid-stream pass ends before a word that says the word before it again ending where it ends
+    verifier_cut_doubled: bool | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
     def as_dict(self) -> dict[str, Any]:
@@ -176,7 +178,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
         verifier = Verifier(models.get(spec.model, None, precision=spec.precision), hush, spec.verifier or "hush",
                             final_condition=spec.final_verifier,
                             first_eot_min_prob=spec.verifier_first_eot_min_prob or 0.0,
-                            no_speech_threshold=spec.verifier_no_speech)
+                            no_speech_threshold=spec.verifier_no_speech,
+                            cut_doubled=bool(spec.verifier_cut_doubled))
         return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300,
                                 self_agreement=bool(spec.self_agreement), window_ms=spec.window_ms,
                                 partials=spec.partials or "causal",

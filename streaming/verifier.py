@@ -62,7 +62,7 @@ class Verifier:
 
     def __init__(self, model, hush: np.ndarray | None, condition: str = "hush", max_tokens_per_s: float = 12.0,
                  final_condition: str | None = None, first_eot_min_prob: float = 0.0,
-                 no_speech_threshold: float | None = None):
+                 no_speech_threshold: float | None = None, cut_doubled: bool = False):
         """``final_condition``: the padding of the end-of-stream pass (default ``condition``). The last pass
         decides every word still pending, once per utterance, so Whisper's own 30 s padding ("pad30") there buys
         offline accuracy for the words the mid-stream passes left open at one long pass per utterance.
@@ -81,13 +81,18 @@ class Verifier:
         <|nospeech|> probability (at the SOT position) is above it (None: off), as the causal decoders wait and as
         offline Whisper drops such a segment. With 0.6 s of a clip's leading silence and 5 s of zeros, two passes
         in a row said "I'm not a fan of the game." and agreed on it (dev trace fleurs-en-005). The last pass keeps
-        its words: a mid-stream pass heard wrongly silent costs latency, the last one would cost words."""
+        its words: a mid-stream pass heard wrongly silent costs latency, the last one would cost words.
+
+        ``cut_doubled``: a mid-stream pass ends before a word that says the word before it again and ends where it
+        ends (within ``PILE_UP_S``, by the pass's cross-attention): Whisper doubling a word, not a word said twice
+        (``Verifier._doubled``). The last pass is not asked: ``_held`` asks its repeats."""
         if not 0.0 <= first_eot_min_prob <= 1.0:
             raise ValueError(f"first_eot_min_prob must be in [0, 1], got {first_eot_min_prob}")
         self.first_eot_min_prob = first_eot_min_prob
         if no_speech_threshold is not None and not 0.0 < no_speech_threshold < 1.0:
             raise ValueError(f"no_speech_threshold must be in (0, 1) or None, got {no_speech_threshold}")
         self.no_speech_threshold = no_speech_threshold
+        self.cut_doubled = cut_doubled
         from whisper.tokenizer import get_tokenizer
 
         final_condition = final_condition or condition
@@ -154,7 +159,26 @@ class Verifier:
         cut = self._echo((prompt or []) + final_tokens, final_tokens, new)
         if went_on and cut:
             return VerifierWords()
+        if self.cut_doubled and not last and (keep := self._doubled(final_tokens, new, cut)) is not None:
+            del new[keep:]
         return self._words(new[cut:], probs[cut : len(new)])
+
+    def _doubled(self, final_tokens: list[int], new: list[int], start: int) -> int | None:
+        """Where (tokens to keep) the first word of ``new`` from token ``start`` on that says the word before it again
+        ends within ``PILE_UP_S`` of it, or None. A spoken repeat takes its own time ("zero, zero": each ends about
+        half a second after the last); Whisper doubling a word puts both ends on one frame (dev fsdd_0_lucas_2, the
+        whole 0.73 s clip in one pass: "0 0", both ending at 0.30 s, both final by the edge rule)."""
+        groups = word_tokens(self.tokenizer, new)
+        keys = [norm_word(self.tokenizer.decode(g)) for g in groups]
+        if not any(a and a == b for a, b in zip(keys, keys[1:])):
+            return None  # the alignment costs a decoder pass: asked only when a word follows itself
+        _, ends, _ = self._new_word_ends(final_tokens, new)
+        at = 0
+        for k in range(1, len(groups)):
+            at += len(groups[k - 1])
+            if at >= start and keys[k] and keys[k] == keys[k - 1] and ends[k] - ends[k - 1] <= PILE_UP_S:
+                return at
+        return None
 
     def _echo(self, context: list[int], final_tokens: list[int], new: list[int]) -> int:
         """How many leading tokens of ``new`` are an echo of ``context`` (cut them), asked of the audio.

@@ -152,3 +152,25 @@ def test_no_speech_before_the_first_final_word_is_heard_as_nothing(tiny, speech)
     assert guarded(noise, first).words == plain(noise, first).words
     with pytest.raises(ValueError, match="no_speech_threshold"):
         Verifier(tiny, None, "zeros_5s", no_speech_threshold=1.0)
+
+
+def test_a_word_doubled_where_it_ends_is_cut_and_a_word_said_twice_is_not(tiny, speech):
+    """``cut_doubled``: on the first 0.4 s of a real utterance a mid-stream pass says "Awesome. Awesome.", both
+    ending on one frame: the option keeps one. The same 0.6 s said twice with a pause is a word said twice
+    ("and and", "printing, printing,"), kept; Whisper's third copy piled on the second is cut. Whole utterances
+    keep their words, and the last pass is not asked."""
+    plain, cut = Verifier(tiny, None, "zeros_5s"), Verifier(tiny, None, "zeros_5s", cut_doubled=True)
+    by_id = {u.utt_id: u.audio for u in speech}
+    start = by_id["cmu_us_aew_a0001"][:6_400]
+    doubled = plain(start, []).words
+    assert len(doubled) == 2 and norm_word(doubled[0]) == norm_word(doubled[1])
+    assert cut(start, []).words == doubled[:1] and cut(start, [], last=True).words == plain(start, [], last=True).words
+
+    def twice(audio: np.ndarray) -> np.ndarray:
+        return np.concatenate([audio[:9_600], np.zeros(4_000, dtype=np.float32), audio[:9_600]])
+
+    assert [norm_word(w) for w in cut(twice(by_id["LJ001-0006"]), []).words] == ["and", "and"]
+    three = plain(twice(by_id["LJ001-0001"]), []).words
+    assert [norm_word(w) for w in three] == ["printing"] * 3 and cut(twice(by_id["LJ001-0001"]), []).words == three[:2]
+    for u in speech[:4]:
+        assert cut(u.audio, []).words == plain(u.audio, []).words
