@@ -271,8 +271,8 @@ def wer_choice(prefix: str, reference: str, arm: str, wer_margin: float, latency
     every dev set is scored; on real dev, synthetic dev and the continuous dev streams each the upper end of the
     95 % interval of its WER minus ``reference``'s is at most ``wer_margin`` (a fraction); on real dev its WER is
     lower: separably (the upper end below 0) with ``separable``, else as a point (a guard against a failure seen on
-    dev, whose cases are too few to separate); and on real dev and the streams the upper end of its median final-word latency minus
-    ``reference``'s is at most ``latency_margin_ms``. The p90 is reported, not judged."""
+    dev, whose cases are too few to separate); and on real dev and the streams the upper end of its median
+    final-word latency minus ``reference``'s is at most ``latency_margin_ms``. The p90 is reported, not judged."""
     from evaluation.intervals import compare
 
     rows, missing = scored_sets(prefix, selection)
