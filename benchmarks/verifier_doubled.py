@@ -22,6 +22,15 @@ point (a non-inferiority margin); its real dev WER is lower (a point: a guard ag
 utterances cannot separate on 283); and on real dev and on the streams the upper end of the interval of its median
 final-word latency minus the served spec's is at most 100 ms. The p90 is reported beside, not judged. Otherwise
 the served spec stays.
+
+Result (after the run; `selection/dev_verifier_doubled*`): **not adopted**. Real dev (live) did what was meant:
+WER 25.81 → 25.48 % (−0.3 [−1.0, +0.8]); the doubled words were gone ("0 0" → "Zero." / "0" on three clips, "0.
+0." → "0.", "Enter Enter 989" → "Enter 989.", "1. 1. 2. 3." → "1. 2. 3."), one single zero left to the last
+pass came out "See you, bro."; median final-word latency 524 → 513 ms ([−25, +8]). The streams failed both
+margins: WER 21.78 → 22.80 % (+1.0 [−0.5, +7.2]) and median 660 → 724 ms (+64 [−4, +428]): on a spoken-digit
+list (fsdd_0_theo_0+59, 5 → 15 errors) a mid-stream pass's zeros end on one frame too, the cut left them open, and
+the segment's last pass wrote fewer zeros and more ones. Synthetic dev was not scored (the rule had failed). The cut
+stays in the code, off.
 """
 
 from __future__ import annotations

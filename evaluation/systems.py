@@ -69,6 +69,7 @@ class SystemSpec:
     # (None: off; 0.6 was not adopted on dev, spelled letters lost words: selection/dev_verifier_no_speech_choice.json)
     verifier_no_speech: float | None = None
     # two-pass: a mid-stream pass ends before a word that says the word before it again ending where it ends
+    # (None/False: off; not adopted on dev, a spoken-digit list lost words: selection/dev_verifier_doubled_choice.json)
     verifier_cut_doubled: bool | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
