@@ -297,6 +297,23 @@ def wer_choice(prefix: str, reference: str, arm: str, wer_margin: float, latency
         "latency_vs_reference_ci95": latency, "sets_not_scored": missing}
 
 
+def wer_choice_cli(doc: str, prefix: str, reference: str, arm: str, fields: dict, wer_margin: float,
+                   latency_margin_ms: float, separable: bool) -> None:
+    """The command line of a setting judged on its words (``digit_runs.py``, ``verifier_no_speech.py``,
+    ``verifier_doubled.py``): ``arm`` is the served spec with ``fields`` set over it, ``reference`` the served spec as
+    it is; ``--choose`` writes ``{"chosen": fields}`` when :func:`wer_choice` qualifies the arm (``{}`` otherwise),
+    the evidence and the rule ``doc`` wrote before the run."""
+
+    def score(state: dict, which: str) -> None:
+        score_served_arms(state, which, {reference: {}, arm: fields}, prefix)
+
+    def choose() -> dict:
+        qualifies, evidence = wer_choice(prefix, reference, arm, wer_margin, latency_margin_ms, separable)
+        return {"chosen": fields if qualifies else {}, **evidence, "rule": rule_text(doc)}
+
+    dev_choice_cli(doc, score, choose, prefix)
+
+
 def latency_choice_cli(doc: str, prefix: str, reference: str, arms: dict[int, tuple[str, dict]], key: str,
                        max_rtf: float, **fixed) -> None:
     """The command line of a latency setting chosen on dev (``heartbeat.py``, ``hold_last_edge.py``,

@@ -48,18 +48,7 @@ FIELDS = {"hold_digit_runs": True}
 WER_MARGIN, LATENCY_MARGIN_MS = 0.01, 100.0
 
 
-def main() -> None:
-    from benchmarks.common import dev_choice_cli, rule_text, score_served_arms, wer_choice
-
-    def score(state: dict, which: str) -> None:
-        score_served_arms(state, which, {REFERENCE: {}, ARM: FIELDS}, PREFIX)
-
-    def choose() -> dict:
-        qualifies, evidence = wer_choice(PREFIX, REFERENCE, ARM, WER_MARGIN, LATENCY_MARGIN_MS)
-        return {"chosen": FIELDS if qualifies else {}, **evidence, "rule": rule_text(__doc__)}
-
-    dev_choice_cli(__doc__, score, choose, PREFIX)
-
-
 if __name__ == "__main__":
-    main()
+    from benchmarks.common import wer_choice_cli
+
+    wer_choice_cli(__doc__, PREFIX, REFERENCE, ARM, FIELDS, WER_MARGIN, LATENCY_MARGIN_MS, separable=True)
