@@ -138,6 +138,13 @@ def rule_text(doc: str) -> str:
     return doc.split("Rule, written before the run", 1)[1].lstrip(": ").strip()
 
 
+def _ci(rows: dict[str, dict], arm: str, reference: str, metric: str) -> list[float]:
+    """The paired 95 % interval of ``arm``'s ``metric`` minus ``reference``'s over one dev set's rows (by name)."""
+    from evaluation.intervals import compare
+
+    return compare(rows[arm]["per_utterance"], rows[reference]["per_utterance"], metric)["ci95"]
+
+
 def tail_choice(prefix: str, reference: str, arm: str, wer_margin: float,
                 selection: Path = RESULTS / "selection") -> tuple[bool, dict]:
     """A setting judged on the tail of final-word latency, on dev (the rule ``restart_tail.py``, ``restart_whole.py``
@@ -146,16 +153,11 @@ def tail_choice(prefix: str, reference: str, arm: str, wer_margin: float,
     most ``wer_margin`` (a fraction); its pooled p90 final-word latency is not separably higher on real dev or the
     continuous dev streams and separably lower on at least one of them; and its streams median final-word latency
     is not separably higher."""
-    from evaluation.intervals import compare
-
     rows, missing = scored_sets(prefix, selection)
-
-    def diff(which: str, metric: str) -> list[float]:
-        return compare(rows[which][arm]["per_utterance"], rows[which][reference]["per_utterance"], metric)["ci95"]
-
-    wer = {which: diff(which, "wer") for which in rows}
-    p90 = {which: diff(which, "word_latency_ms_p90") for which in ("real", "streams") if which in rows}
-    median = diff("streams", "word_latency_ms_median")
+    wer = {which: _ci(r, arm, reference, "wer") for which, r in rows.items()}
+    p90 = {which: _ci(rows[which], arm, reference, "word_latency_ms_p90") for which in ("real", "streams")
+           if which in rows}
+    median = _ci(rows["streams"], arm, reference, "word_latency_ms_median")
     qualifies = (not missing and all(ci[1] <= wer_margin for ci in wer.values())
                  and all(ci[0] <= 0 for ci in p90.values()) and any(ci[1] < 0 for ci in p90.values())
                  and median[0] <= 0)
@@ -197,18 +199,15 @@ def latency_choice(prefix: str, reference: str, arms: dict[int, str], max_rtf: f
     qualifying, the one with the lowest streams latency, unless it is not separably sooner than a larger setting
     that qualifies: then the largest such (the cautious end). ``arms``: setting → row name. A set not scored is
     named in ``sets_not_scored`` (the streams are needed)."""
-    from evaluation.intervals import compare
-
     rows, missing = scored_sets(prefix, selection)
     streams = rows["streams"]
 
     def sooner(a: str, b: str) -> list[float]:
-        return compare(streams[a]["per_utterance"], streams[b]["per_utterance"], "word_latency_ms_median")["ci95"]
+        return _ci(streams, a, b, "word_latency_ms_median")
 
     chosen_arms: dict[str, dict] = {}
     for value, name in arms.items():
-        wer = {which: compare(r[name]["per_utterance"], r[reference]["per_utterance"], "wer")["ci95"]
-               for which, r in rows.items()}
+        wer = {which: _ci(r, name, reference, "wer") for which, r in rows.items()}
         latency = sooner(name, reference)
         chosen_arms[str(value)] = {
             "wer": {which: r[name]["wer"] for which, r in rows.items()}, "wer_vs_reference_ci95": wer,
@@ -239,17 +238,13 @@ def compute_choice(prefix: str, reference: str, arms: dict[str, str], wer_margin
     worse" alone let a +1.1-point change through on 2026-11-29), its streams RTF is separably lower and its streams
     median final-word latency is not separably higher. Of the qualifying, the lowest streams RTF. Every set must
     be scored: an arm with a set missing does not qualify (``sets_not_scored``). ``arms``: setting → row name."""
-    from evaluation.intervals import compare
-
     rows, missing = scored_sets(prefix, selection)
     streams = rows["streams"]
     out: dict[str, dict] = {}
     for value, name in arms.items():
-        wer = {which: compare(r[name]["per_utterance"], r[reference]["per_utterance"], "wer")["ci95"]
-               for which, r in rows.items()}
-        rtf = compare(streams[name]["per_utterance"], streams[reference]["per_utterance"], "rtf")["ci95"]
-        latency = compare(streams[name]["per_utterance"], streams[reference]["per_utterance"],
-                          "word_latency_ms_median")["ci95"]
+        wer = {which: _ci(r, name, reference, "wer") for which, r in rows.items()}
+        rtf = _ci(streams, name, reference, "rtf")
+        latency = _ci(streams, name, reference, "word_latency_ms_median")
         out[value] = {"wer": {which: r[name]["wer"] for which, r in rows.items()}, "wer_vs_reference_ci95": wer,
                       "streams_rtf": streams[name]["rtf"], "streams_rtf_vs_reference_ci95": rtf,
                       "streams_latency_ms_median": streams[name]["word_latency_ms_median"],
@@ -273,19 +268,13 @@ def wer_choice(prefix: str, reference: str, arm: str, wer_margin: float, latency
     lower: separably (the upper end below 0) with ``separable``, else as a point (a guard against a failure seen on
     dev, whose cases are too few to separate); and on real dev and the streams the upper end of its median
     final-word latency minus ``reference``'s is at most ``latency_margin_ms``. The p90 is reported, not judged."""
-    from evaluation.intervals import compare
-
     rows, missing = scored_sets(prefix, selection)
-
-    def diff(which: str, metric: str) -> list[float]:
-        return compare(rows[which][arm]["per_utterance"], rows[which][reference]["per_utterance"], metric)["ci95"]
-
-    wer = {which: diff(which, "wer") for which in rows}
-    latency = {which: {m: diff(which, m) for m in ("word_latency_ms_median", "word_latency_ms_p90")}
+    wer = {which: _ci(r, arm, reference, "wer") for which, r in rows.items()}
+    latency = {which: {m: _ci(rows[which], arm, reference, m)
+                       for m in ("word_latency_ms_median", "word_latency_ms_p90")}
                for which in ("real", "streams") if which in rows}
-    real = rows["real"][arm]["wer"] < rows["real"][reference]["wer"] if "real" in rows else False
     qualifies = (not missing and all(ci[1] <= wer_margin for ci in wer.values())
-                 and (wer["real"][1] < 0 if separable else real)
+                 and (wer["real"][1] < 0 if separable else rows["real"][arm]["wer"] < rows["real"][reference]["wer"])
                  and all(ci["word_latency_ms_median"][1] <= latency_margin_ms for ci in latency.values()))
     return qualifies, {
         "wer_margin": wer_margin, "latency_margin_ms": latency_margin_ms, "separable": separable,
