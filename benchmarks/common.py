@@ -133,6 +133,15 @@ def scored_sets(prefix: str, selection: Path) -> tuple[dict[str, dict[str, dict]
     return rows, missing
 
 
+def pooled_over_seeds(per_seed: dict[int, list[dict]]) -> list[dict]:
+    """One system's per-utterance results at several training seeds as one list of units (seed × utterance), each
+    with ``recording`` = its utterance, so that ``intervals.ci95`` / ``compare`` with ``groups="recording"`` resample
+    an utterance's seeds together: WER pooled over the seeds, paired by utterance with another system pooled the
+    same way. Word latencies are left out (a median over pooled seeds is not a latency anyone sees)."""
+    return [{**u, "utt_id": f"{u['utt_id']}#seed{s}", "recording": u["utt_id"], "word_latency_ms": []}
+            for s in sorted(per_seed) for u in per_seed[s]]
+
+
 def rule_text(doc: str) -> str:
     """The rule a dev-choice script's docstring wrote before its run (after "Rule, written before the run")."""
     return doc.split("Rule, written before the run", 1)[1].lstrip(": ").strip()

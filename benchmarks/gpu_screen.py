@@ -271,6 +271,7 @@ def report(results: list[Path], out: Path | None = None) -> None:
     """Per cell: WER pooled over seeds with a 95 % interval clustered by utterance, and the paired difference to
     the reference cell (the committed recipe); per seed: each cell's WER, so the spread between draws is visible.
     ``results``: each screen's ``screen.jsonl`` (its ``machine.json`` beside it), in screen order."""
+    from benchmarks.common import pooled_over_seeds
     from evaluation.intervals import ci95, compare
 
     rows, machines = [], {}
@@ -288,8 +289,7 @@ def report(results: list[Path], out: Path | None = None) -> None:
     seeds = sorted({s for c in cells.values() for s in c})
 
     def pooled(cell: dict[int, list[dict]]) -> list[dict]:  # one unit per (seed, utterance), grouped by utterance
-        return [{**u, "utt_id": f"{u['utt_id']}#seed{s}", "recording": u["utt_id"], "word_latency_ms": []}
-                for s in seeds for u in cell[s]]
+        return pooled_over_seeds({s: cell[s] for s in seeds})
 
     def rate(units: list[dict], num: str, den: str) -> float:
         return sum(u[num] for u in units) / max(1, sum(u[den] for u in units))
