@@ -18,6 +18,12 @@ Departures from the public code, on purpose (../shared/research/carelesswhisper.
   a run of words of its own transcript again instead of waiting ("which are an exact imitation, which are an exact
   imitation"). Only the last `n_check` tokens are re-scored, so without the cut every restart was committed: on the
   dev split a handful of such utterances held a fifth to a quarter of the causal engine's errors.
+- a *stall* is broken (`stall_ms`): a tuned causal model that has misheard a word ("support of the" for "sick
+  corpus uh") can find no continuation of its own text that fits the audio, and end-of-text ("wait") stays its
+  likeliest token at a low probability while 20 s more speech arrive: the rest of the utterance is lost. Once the
+  hypothesis has not grown for `stall_ms` of heard audio, the next new position takes the likeliest other token
+  when end-of-text is below `stall_wait_prob` (a confident wait, e.g. in a pause, still waits). Not before the
+  first word (silence at a stream's start is the no-speech threshold's call) and not at the end of the stream.
 
 Decoder self-attention cache (`cache_policy`):
 - "exact": every new chunk re-runs the decoder over the whole token prefix once (this pass also
@@ -60,6 +66,7 @@ class GreedyState:
     cache: DecoderCache | None = None
     ended: bool = False
     committed: int = 0  # leading tokens that can never change again
+    stalled_frames: int = 0  # encoder frames heard since the hypothesis last grew (`stall_ms`)
 
 
 class StreamingDecoderBase:
@@ -130,14 +137,21 @@ class StreamingDecoderBase:
 class StreamingGreedyDecoder(StreamingDecoderBase):
     def __init__(self, model, tokenizer, n_check: int = 2, cache_policy: CachePolicy = "exact",
                  max_tokens_per_chunk: int = 28, pad_frames: Tensor | None = None, int8_vocab: bool = False,
-                 restart_words: int = 0, restart_context: int = 24) -> None:
+                 restart_words: int = 0, restart_context: int = 24, stall_ms: int = 0,
+                 stall_wait_prob: float = 0.5) -> None:
         """`restart_words`: open words that say again this many words in a row of the last `restart_context`
-        words are cut, from the first of them, and decoding waits for more audio (0: off; module docstring)."""
+        words are cut, from the first of them, and decoding waits for more audio (0: off; module docstring).
+        `stall_ms`: after this much heard audio without a new token, end-of-text below `stall_wait_prob` gives way
+        to the likeliest other token (0: off; module docstring)."""
         super().__init__(model, tokenizer, n_check, max_tokens_per_chunk, pad_frames, int8_vocab)
         if restart_words < 0 or restart_context < 0:
             raise ValueError(f"restart_words and restart_context must be >= 0, got {restart_words}, {restart_context}")
+        if stall_ms < 0 or not 0.0 <= stall_wait_prob <= 1.0:
+            raise ValueError(f"stall_ms must be >= 0 and stall_wait_prob in [0, 1], got {stall_ms}, {stall_wait_prob}")
         self.cache_policy = cache_policy
         self.restart_words, self.restart_context = restart_words, restart_context
+        self.stall_frames = round(stall_ms / 20)  # 20 ms per encoder frame
+        self.stall_wait_prob = stall_wait_prob
 
     def new_state(self) -> GreedyState:
         return GreedyState(cache=self.decoder.new_cache(pad=self.pad))
@@ -150,6 +164,7 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
             return
         p = len(self.prefix)
         seq = self.prefix + state.tokens
+        n_before = len(state.tokens)
         # stability check of the last n_check tokens, oldest first (Algorithm 1, lines 9-15);
         # logits are needed only for them and for the next token: row r predicts position checked_from + r
         checked_from = max(state.committed, len(state.tokens) - self.n_check)
@@ -180,10 +195,14 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
             break
         n = len(state.tokens)
         next_lp = self._logprobs(logits[n - checked_from], n)
+        stalled = bool(self.stall_frames and state.tokens and not final and state.stalled_frames >= self.stall_frames)
         for _ in range(self._token_budget(state.cache, len(state.tokens), final)):
             token = int(next_lp.argmax())
             if token == self.tokenizer.eot:
-                break
+                if not stalled or float(next_lp[token].exp()) >= self.stall_wait_prob:
+                    break
+                token = int(next_lp.masked_fill(self._eot_mask, float("-inf")).argmax())  # a weak wait: write
+            stalled = False  # only the first new position of a stalled hypothesis
             state.tokens.append(token)
             state.logprobs.append(float(next_lp[token]))
             if loop := self.repeated_tail(state.tokens):
@@ -195,7 +214,15 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
             next_lp = self._logprobs(row, len(state.tokens))
         if self.restart_words:
             self._cut_restart(state)
+        grew = len(state.tokens) > n_before
+        state.stalled_frames = 0 if grew else state.stalled_frames + int(new_frames.shape[0])
         self._close_chunk(state, final)
+
+    @property
+    def _eot_mask(self) -> Tensor:
+        mask = torch.zeros_like(self.suppress)
+        mask[self.tokenizer.eot] = True
+        return mask
 
     def _cut_restart(self, state: GreedyState) -> None:
         """Cut the open tokens from the first word of a restart (never a committed token)."""

@@ -49,6 +49,9 @@ FLUSH_MS = 1000
 # 38.0 → 29.5 %, each separably lower, no utterance worse, synthetic dev unchanged; 2 words cut speech too
 # (31.4 / 31.8 %), 4 caught runs later (31.1 / 30.6 %).
 RESTART_WORDS = 3
+# A weak wait broken after this much audio without a new token (streaming.decoding, `stall_ms`); 0: off until a dev
+# decision (benchmarks/stall_guard.py) says otherwise.
+STALL_MS = 0
 
 
 class CausalStreamingEngine:
@@ -57,7 +60,8 @@ class CausalStreamingEngine:
     def __init__(self, model, chunk_ms: int = 300, tau0_ms: int = 600, *, decoder: DecoderFactory | None = None,
                  n_check: int = 2, cache_policy: CachePolicy = "exact", beam_size: int | None = None,
                  pad_silence: bool = False, int8_vocab: bool = True, tokenizer=None,
-                 flush_ms: int = FLUSH_MS, restart_words: int = RESTART_WORDS) -> None:
+                 flush_ms: int = FLUSH_MS, restart_words: int = RESTART_WORDS,
+                 stall_ms: int = STALL_MS) -> None:
         """`beam_size` None/1: greedy (Algorithm 1), else streaming beam search (Algorithm 2).
         `cache_policy` / `int8_vocab`: the decoder's speed trade-offs (decoding.py, textdecoder.py); "exact" by
         default: it is the computation the stability rule is defined on, not an approximation of it. No dev
@@ -70,6 +74,8 @@ class CausalStreamingEngine:
         writes a word once it has heard its end *and a margin after it*, so a stream that ends right after its
         last word would otherwise lose that word (0 turns it off).
         `restart_words`: greedy decoding cuts a restart of that many words (0: off; streaming.decoding).
+        `stall_ms`: greedy decoding breaks a weak wait after this much audio without a new token (0: off;
+        streaming.decoding).
         `decoder`: another write policy than the stability rule, as a factory
         `(model, tokenizer, pad_frames, int8_vocab) -> decoder` (e.g. `training.emma.decoding.emma_decoder(policy,
         t_emma)`): the engine knows the decoder interface (`new_state`, `update`, `hypothesis`), not the policies."""
@@ -94,7 +100,8 @@ class CausalStreamingEngine:
                                                 pad_frames=pad, int8_vocab=int8_vocab)
         else:
             self.decoder = StreamingGreedyDecoder(model, self.tokenizer, n_check=n_check, cache_policy=cache_policy,
-                                                  pad_frames=pad, int8_vocab=int8_vocab, restart_words=restart_words)
+                                                  pad_frames=pad, int8_vocab=int8_vocab, restart_words=restart_words,
+                                                  stall_ms=stall_ms)
         self.reset()
 
     @torch.inference_mode()

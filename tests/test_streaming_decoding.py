@@ -301,3 +301,50 @@ def test_restart_cut_is_part_of_a_system_spec():
     assert decoder(SystemSpec("c", "causal", 300)).restart_words == RESTART_WORDS
     assert decoder(SystemSpec("c", "causal", 300, restart_words=0)).restart_words == 0
     assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s", restart_words=5)).restart_words == 5
+
+
+def test_a_stalled_hypothesis_breaks_a_weak_wait(tiny, tokenizer, realspeech: Path):
+    """`stall_ms`: once the hypothesis has not grown for that much heard audio, end-of-text below `stall_wait_prob`
+    gives way to the likeliest other token; a confident wait, a fresh hypothesis or the option off still waits.
+    Real weights and speech: at the end of LJ001-0008 the original weights end the text with P(end) ≈ 0.4."""
+    _, features = _features(tiny, realspeech / "ljspeech/wav/LJ001-0008.wav")
+    text = " has never been surpassed."
+
+    def stalled(stall_ms: int, wait_prob: float = 0.5, stalled_frames: int = 30):
+        greedy = StreamingGreedyDecoder(tiny, tokenizer, stall_ms=stall_ms, stall_wait_prob=wait_prob)
+        state = greedy.new_state()
+        greedy.decoder.append_audio(state.cache, features[:88])
+        state.tokens = tokenizer.encode(text)
+        p = len(greedy.prefix)
+        logits = greedy._run(state.cache, greedy.prefix + state.tokens, 0, logit_rows=len(state.tokens) + 1)
+        state.logprobs = [float(greedy._logprobs(logits[i], i)[t]) for i, t in enumerate(state.tokens)]
+        state.committed = len(state.tokens) - greedy.n_check
+        state.cache.length = p + len(state.tokens)
+        p_end = float(greedy._logprobs(logits[-1], len(state.tokens))[tokenizer.eot].exp())
+        state.stalled_frames = stalled_frames
+        greedy.update(state, features[88:89])
+        return tokenizer.decode(state.tokens), state.stalled_frames, p_end
+
+    waited, frames, p_end = stalled(0)
+    assert waited == text and frames == 31 and 0.2 < p_end < 0.5  # off: the weak wait stands, the count goes on
+    written, frames, _ = stalled(600)
+    assert written.startswith(text) and len(written) > len(text) and frames == 0
+    assert stalled(600, wait_prob=0.1)[0] == text  # the wait is confident enough for this setting
+    assert stalled(600, stalled_frames=28)[0] == text  # 29 frames heard without a token: not yet 600 ms
+    with pytest.raises(ValueError, match="stall_ms"):
+        StreamingGreedyDecoder(tiny, tokenizer, stall_ms=-1)
+
+
+def test_stall_guard_is_part_of_a_system_spec():
+    """One spec builds what is evaluated and served: the engine's default unless the spec names it, and a
+    two-pass spec passes it to its causal pass."""
+    from evaluation.systems import SystemSpec, build
+    from streaming.engine import STALL_MS
+
+    def decoder(spec):
+        recognizer = build(spec)[0].inner
+        return getattr(recognizer, "engine", recognizer).decoder
+
+    assert decoder(SystemSpec("c", "causal", 300)).stall_frames == round(STALL_MS / 20)
+    assert decoder(SystemSpec("c", "causal", 300, stall_ms=1500)).stall_frames == 75
+    assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s", stall_ms=900)).stall_frames == 45
