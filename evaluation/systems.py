@@ -30,8 +30,8 @@ class SystemSpec:
     cache_policy: str | None = None
     # causal greedy (and two-pass's causal pass): cut a restart of this many words (None: the engine's default)
     restart_words: int | None = None
-    # causal greedy (and two-pass's causal pass): break a weak wait after this much audio without a new token
-    # (None: the engine's default; streaming.decoding)
+    # causal greedy: break a weak wait after this much audio without a new token (None: the engine's default;
+    # streaming.decoding); two-pass's causal pass: off unless named
     stall_ms: int | None = None
     merge_adapter: bool = True  # the adapter folded into the weights (False: peft's LoRA layers at every step)
     # causal and two-pass (both passes): Linear layers in "bf16-all", "int8-encoder", ... (streaming.quantize)
@@ -178,7 +178,10 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
             hush = load_hush_word(spec.hush_dir)
         causal, _ = _build(SystemSpec(spec.name, "causal", spec.chunk_ms, spec.model, spec.adapter_dir,
                                       precision=spec.precision, cache_policy=spec.cache_policy,
-                                      restart_words=spec.restart_words, stall_ms=spec.stall_ms), models)
+                                      restart_words=spec.restart_words,
+                                      # off unless named: a two-pass spec's causal pass does not follow the causal
+                                      # engine's default (its finals are the verifier's; nothing measured it there)
+                                      stall_ms=spec.stall_ms or 0), models)
         verifier = Verifier(models.get(spec.model, None, precision=spec.precision), hush, spec.verifier or "hush",
                             final_condition=spec.final_verifier,
                             first_eot_min_prob=spec.verifier_first_eot_min_prob or 0.0,

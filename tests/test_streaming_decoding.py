@@ -336,8 +336,9 @@ def test_a_stalled_hypothesis_breaks_a_weak_wait(tiny, tokenizer, realspeech: Pa
 
 
 def test_stall_guard_is_part_of_a_system_spec():
-    """One spec builds what is evaluated and served: the engine's default unless the spec names it, and a
-    two-pass spec passes it to its causal pass."""
+    """One spec builds what is evaluated and served: the engine's default unless the spec names it; a two-pass
+    spec's causal pass has it off unless the spec names it (every two-pass spec registered before stays as it
+    was)."""
     from evaluation.systems import SystemSpec, build
     from streaming.engine import STALL_MS
 
@@ -348,3 +349,4 @@ def test_stall_guard_is_part_of_a_system_spec():
     assert decoder(SystemSpec("c", "causal", 300)).stall_frames == round(STALL_MS / 20)
     assert decoder(SystemSpec("c", "causal", 300, stall_ms=1500)).stall_frames == 75
     assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s", stall_ms=900)).stall_frames == 45
+    assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s")).stall_frames == 0
