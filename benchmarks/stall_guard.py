@@ -22,8 +22,9 @@ Rule, written before the run: WER pooled over the four seeds (an utterance's see
 ``benchmarks/gpu_screen.py`` pools). An arm qualifies only where its pooled real-dev WER minus the guard off's has
 its 95 % interval below 0 and its pooled synthetic-dev difference does not have its interval above 0; the
 qualifying arm with the lowest pooled real-dev WER becomes the engine's default (``streaming.engine.STALL_MS``),
-none qualifying leaves it off. The two-pass systems keep their causal pass as it is (``stall_ms`` 0 in the served
-spec): their finals come from the verifier and no measurement here speaks for them.
+none qualifying leaves it off. The two-pass systems keep their causal pass as it is (a two-pass spec's causal pass
+has the guard off unless the spec names it): their finals come from the verifier and no measurement here speaks
+for them.
 """
 
 from __future__ import annotations
