@@ -33,6 +33,7 @@ class SystemSpec:
     # causal greedy: break a weak wait after this much audio without a new token (None: the engine's default;
     # streaming.decoding); two-pass's causal pass: off unless named
     stall_ms: int | None = None
+    stall_restart_words: int | None = None  # ... and cut a forced write that says the transcript again (None: default)
     merge_adapter: bool = True  # the adapter folded into the weights (False: peft's LoRA layers at every step)
     # causal and two-pass (both passes): Linear layers in "bf16-all", "int8-encoder", ... (streaming.quantize)
     precision: str | None = None
@@ -181,7 +182,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                                       restart_words=spec.restart_words,
                                       # off unless named: a two-pass spec's causal pass does not follow the causal
                                       # engine's default (its finals are the verifier's; nothing measured it there)
-                                      stall_ms=spec.stall_ms or 0), models)
+                                      stall_ms=spec.stall_ms or 0, stall_restart_words=spec.stall_restart_words),
+                   models)
         verifier = Verifier(models.get(spec.model, None, precision=spec.precision), hush, spec.verifier or "hush",
                             final_condition=spec.final_verifier,
                             first_eot_min_prob=spec.verifier_first_eot_min_prob or 0.0,
@@ -221,6 +223,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                 policy["restart_words"] = spec.restart_words
             if spec.stall_ms is not None:
                 policy["stall_ms"] = spec.stall_ms
+            if spec.stall_restart_words is not None:
+                policy["stall_restart_words"] = spec.stall_restart_words
             engine = CausalStreamingEngine(model, chunk, tau0, pad_silence=spec.pad_silence, beam_size=spec.beam_size,
                                            **policy)
         return engine, "ours"

@@ -24,6 +24,10 @@ Departures from the public code, on purpose (../shared/research/carelesswhisper.
   hypothesis has not grown for `stall_ms` of heard audio, the next new position takes the likeliest other token
   when end-of-text is below `stall_wait_prob` (a confident wait, e.g. in a pause, still waits). Not before the
   first word (silence at a stream's start is the no-speech threshold's call) and not at the end of the stream.
+  Forced in a pause or after the last word, the model says its transcript again from further back than the restart
+  cut looks ("all right, so that's probably sound blocked at the knee ..." after "all right"): with
+  `stall_restart_words`, a forced write is cut from the first of that many words in a row the *whole* transcript
+  already holds, and the next forced write waits another `stall_ms`.
 
 Decoder self-attention cache (`cache_policy`):
 - "exact": every new chunk re-runs the decoder over the whole token prefix once (this pass also
@@ -138,20 +142,22 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
     def __init__(self, model, tokenizer, n_check: int = 2, cache_policy: CachePolicy = "exact",
                  max_tokens_per_chunk: int = 28, pad_frames: Tensor | None = None, int8_vocab: bool = False,
                  restart_words: int = 0, restart_context: int = 24, stall_ms: int = 0,
-                 stall_wait_prob: float = 0.5) -> None:
+                 stall_wait_prob: float = 0.5, stall_restart_words: int = 0) -> None:
         """`restart_words`: open words that say again this many words in a row of the last `restart_context`
         words are cut, from the first of them, and decoding waits for more audio (0: off; module docstring).
         `stall_ms`: after this much heard audio without a new token, end-of-text below `stall_wait_prob` gives way
-        to the likeliest other token (0: off; module docstring)."""
+        to the likeliest other token (0: off; module docstring). `stall_restart_words`: a forced write that says
+        again that many words in a row of the whole transcript is cut there (0: off)."""
         super().__init__(model, tokenizer, n_check, max_tokens_per_chunk, pad_frames, int8_vocab)
         if restart_words < 0 or restart_context < 0:
             raise ValueError(f"restart_words and restart_context must be >= 0, got {restart_words}, {restart_context}")
-        if stall_ms < 0 or not 0.0 <= stall_wait_prob <= 1.0:
-            raise ValueError(f"stall_ms must be >= 0 and stall_wait_prob in [0, 1], got {stall_ms}, {stall_wait_prob}")
+        if stall_ms < 0 or stall_restart_words < 0 or not 0.0 <= stall_wait_prob <= 1.0:
+            raise ValueError(f"stall_ms and stall_restart_words must be >= 0 and stall_wait_prob in [0, 1], got "
+                             f"{stall_ms}, {stall_restart_words}, {stall_wait_prob}")
         self.cache_policy = cache_policy
         self.restart_words, self.restart_context = restart_words, restart_context
         self.stall_frames = round(stall_ms / 20)  # 20 ms per encoder frame
-        self.stall_wait_prob = stall_wait_prob
+        self.stall_wait_prob, self.stall_restart_words = stall_wait_prob, stall_restart_words
 
     def new_state(self) -> GreedyState:
         return GreedyState(cache=self.decoder.new_cache(pad=self.pad))
@@ -196,12 +202,14 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
         n = len(state.tokens)
         next_lp = self._logprobs(logits[n - checked_from], n)
         stalled = bool(self.stall_frames and state.tokens and not final and state.stalled_frames >= self.stall_frames)
+        forced_at = None
         for _ in range(self._token_budget(state.cache, len(state.tokens), final)):
             token = int(next_lp.argmax())
             if token == self.tokenizer.eot:
                 if not stalled or float(next_lp[token].exp()) >= self.stall_wait_prob:
                     break
                 token = int(next_lp.masked_fill(self._eot_mask, float("-inf")).argmax())  # a weak wait: write
+                forced_at = len(state.tokens)
             stalled = False  # only the first new position of a stalled hypothesis
             state.tokens.append(token)
             state.logprobs.append(float(next_lp[token]))
@@ -214,8 +222,9 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
             next_lp = self._logprobs(row, len(state.tokens))
         if self.restart_words:
             self._cut_restart(state)
+        cut_forced = forced_at is not None and self.stall_restart_words and self._cut_forced_restart(state, forced_at)
         grew = len(state.tokens) > n_before
-        state.stalled_frames = 0 if grew else state.stalled_frames + int(new_frames.shape[0])
+        state.stalled_frames = 0 if grew or cut_forced else state.stalled_frames + int(new_frames.shape[0])
         self._close_chunk(state, final)
 
     @property
@@ -237,6 +246,22 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
         del state.tokens[keep:], state.logprobs[keep:]
         assert state.cache is not None
         state.cache.truncate(len(self.prefix) + keep)
+
+    def _cut_forced_restart(self, state: GreedyState, forced_at: int) -> bool:
+        """Cut the words from token ``forced_at`` on (a forced write) from the first of ``stall_restart_words`` words
+        in a row that the whole transcript before them already holds; whether anything was cut."""
+        groups = word_tokens(self.tokenizer, state.tokens)
+        words = [self.tokenizer.decode(g) for g in groups]
+        ends = list(accumulate(len(g) for g in groups))
+        first = bisect_right(ends, forced_at)  # the word the forced token is in
+        j = restart_at(words[:first], words[first:], self.stall_restart_words, len(words))
+        if first + j == len(groups):
+            return False
+        keep = max(forced_at, [0, *ends][first + j])
+        del state.tokens[keep:], state.logprobs[keep:]
+        assert state.cache is not None
+        state.cache.truncate(len(self.prefix) + keep)
+        return True
 
     def _close_chunk(self, state: GreedyState, final: bool) -> None:
         state.ended = final

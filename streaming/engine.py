@@ -52,6 +52,7 @@ RESTART_WORDS = 3
 # A weak wait broken after this much audio without a new token (streaming.decoding, `stall_ms`); 0: off until a dev
 # decision (benchmarks/stall_guard.py) says otherwise.
 STALL_MS = 0
+STALL_RESTART_WORDS = 0
 
 
 class CausalStreamingEngine:
@@ -61,7 +62,7 @@ class CausalStreamingEngine:
                  n_check: int = 2, cache_policy: CachePolicy = "exact", beam_size: int | None = None,
                  pad_silence: bool = False, int8_vocab: bool = True, tokenizer=None,
                  flush_ms: int = FLUSH_MS, restart_words: int = RESTART_WORDS,
-                 stall_ms: int = STALL_MS) -> None:
+                 stall_ms: int = STALL_MS, stall_restart_words: int = STALL_RESTART_WORDS) -> None:
         """`beam_size` None/1: greedy (Algorithm 1), else streaming beam search (Algorithm 2).
         `cache_policy` / `int8_vocab`: the decoder's speed trade-offs (decoding.py, textdecoder.py); "exact" by
         default: it is the computation the stability rule is defined on, not an approximation of it. No dev
@@ -75,7 +76,8 @@ class CausalStreamingEngine:
         last word would otherwise lose that word (0 turns it off).
         `restart_words`: greedy decoding cuts a restart of that many words (0: off; streaming.decoding).
         `stall_ms`: greedy decoding breaks a weak wait after this much audio without a new token (0: off;
-        streaming.decoding).
+        streaming.decoding); `stall_restart_words`: such a forced write is cut where it says again that many words
+        of the transcript (0: off).
         `decoder`: another write policy than the stability rule, as a factory
         `(model, tokenizer, pad_frames, int8_vocab) -> decoder` (e.g. `training.emma.decoding.emma_decoder(policy,
         t_emma)`): the engine knows the decoder interface (`new_state`, `update`, `hypothesis`), not the policies."""
@@ -101,7 +103,7 @@ class CausalStreamingEngine:
         else:
             self.decoder = StreamingGreedyDecoder(model, self.tokenizer, n_check=n_check, cache_policy=cache_policy,
                                                   pad_frames=pad, int8_vocab=int8_vocab, restart_words=restart_words,
-                                                  stall_ms=stall_ms)
+                                                  stall_ms=stall_ms, stall_restart_words=stall_restart_words)
         self.reset()
 
     @torch.inference_mode()

@@ -335,6 +335,33 @@ def test_a_stalled_hypothesis_breaks_a_weak_wait(tiny, tokenizer, realspeech: Pa
         StreamingGreedyDecoder(tiny, tokenizer, stall_ms=-1)
 
 
+def test_a_forced_write_that_says_the_transcript_again_is_cut(tiny, tokenizer):
+    """`stall_restart_words`: the words of a forced write (from token ``forced_at`` on) are cut from the first of that
+    many words in a row that the whole transcript already holds, however far back; the words before the forced
+    token stay even when they repeat, and a forced write of new words stays."""
+    greedy = StreamingGreedyDecoder(tiny, tokenizer, stall_ms=900, stall_restart_words=3)
+    written = (" All right, so that's probably sound blocked at the knee, and I'm also saying the word, and I'm"
+               " probably going to cough here. Yeah, so that just happened. All right,")
+
+    def cut(forced: str) -> tuple[str, bool]:
+        state = greedy.new_state()
+        state.tokens = tokenizer.encode(written + forced)
+        state.logprobs = [0.0] * len(state.tokens)
+        state.committed = len(tokenizer.encode(written)) - 2
+        state.cache.length = len(greedy.prefix) + len(state.tokens)
+        done = greedy._cut_forced_restart(state, len(tokenizer.encode(written)))
+        assert len(state.logprobs) == len(state.tokens) and state.cache.length == len(greedy.prefix) + len(state.tokens)
+        return tokenizer.decode(state.tokens), done
+
+    assert cut(" so that's probably sound blocked") == (written, True)  # 40 words back: the restart cut's 24 miss it
+    assert cut(" thanks. So that's probably sound") == (written + " thanks.", True)
+    assert cut(" thanks for listening.") == (written + " thanks for listening.", False)
+    off = StreamingGreedyDecoder(tiny, tokenizer, stall_ms=900)
+    assert off.stall_restart_words == 0
+    with pytest.raises(ValueError, match="stall_restart_words"):
+        StreamingGreedyDecoder(tiny, tokenizer, stall_restart_words=-1)
+
+
 def test_stall_guard_is_part_of_a_system_spec():
     """One spec builds what is evaluated and served: the engine's default unless the spec names it; a two-pass
     spec's causal pass has it off unless the spec names it (every two-pass spec registered before stays as it
