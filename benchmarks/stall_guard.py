@@ -48,90 +48,34 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
-from benchmarks.common import pooled_over_seeds, rule_text  # noqa: E402
+from benchmarks.common import rule_text  # noqa: E402
+from benchmarks.seed_arms import SELECTION, pooled_choice, score_arms, scored_rows  # noqa: E402
 
-SELECTION = Path(__file__).resolve().parent / "results" / "selection"
-SEEDS = (1, 2, 3, 4)
-ARMS = (900, 1500)  # stall_ms; 0 is the reference
+ARMS = (900, 1500)  # stall_ms; off is the reference
 WAIT_PROB = 0.5
 # --round: (evidence file prefix, stall_restart_words of every arm, the row label's suffix)
 ROUNDS = {1: ("dev_stall_guard", 0, ""), 2: ("dev_stall_guard_cut", 3, ", forced restarts cut")}
-
-
-def arm_name(stall_ms: int, seed: int, round_: int = 1) -> str:
-    if not stall_ms:
-        return f"300 ms, LoRA recipe, seed {seed}"
-    return f"300 ms recipe, seed {seed}, stall guard {stall_ms} ms{ROUNDS[round_][2]}"
-
-
-def reference_rows(key: str, seed: int) -> tuple[dict, str]:
-    """The guard-off row of ``lora_targets.py``'s report for ``seed`` on set ``key`` and its adapter."""
-    report = json.loads((SELECTION / f"dev_lora_targets{'' if key == 'real' else '_synthetic'}_seed{seed}.json")
-                        .read_text())
-    adapters = json.loads((SELECTION / "dev_lora_targets_choice.json").read_text())["adapters"]
-    row = next(r for r in report["systems"] if r["name"] == arm_name(0, seed))
-    return row, adapters[arm_name(0, seed)]
-
-
-def choose(rows: dict[str, dict[int, dict[int, dict]]], seeds: tuple[int, ...]) -> dict:
-    """The rule of the module docstring; ``rows[set][stall_ms][seed]`` is a report row with ``per_utterance``."""
-    from evaluation.intervals import ci95, compare
-
-    out: dict = {}
-    for key in ("real", "synthetic"):
-        pooled = {arm: pooled_over_seeds({s: rows[key][arm][s]["per_utterance"] for s in seeds})
-                  for arm in (0, *ARMS)}
-        out[key] = {}
-        for arm, units in pooled.items():
-            entry = {"wer_pooled": sum(u["errors"] for u in units) / max(1, sum(u["ref_words"] for u in units)),
-                     "ci95": list(ci95(units, "wer", groups="recording")),
-                     "per_seed_wer": {str(s): rows[key][arm][s]["wer"] for s in seeds},
-                     "per_seed_word_latency_ms_median": {str(s): rows[key][arm][s].get("word_latency_ms_median")
-                                                         for s in seeds},
-                     "partial_rewrite_rate_pooled":
-                         sum(u.get("partials_rewritten", 0) for u in units)
-                         / max(1, sum(u.get("partials_shown", 0) for u in units))}
-            if arm:
-                entry["minus_off"] = compare(units, pooled[0], "wer", groups="recording")
-            out[key][f"{arm} ms" if arm else "off"] = entry
-    qualifying = [arm for arm in ARMS if out["real"][f"{arm} ms"]["minus_off"]["ci95"][1] < 0
-                  and out["synthetic"][f"{arm} ms"]["minus_off"]["ci95"][0] <= 0]
-    chosen = min(qualifying, key=lambda a: out["real"][f"{a} ms"]["wer_pooled"]) if qualifying else 0
-    return {"chosen_stall_ms": chosen, "stall_wait_prob": WAIT_PROB, "seeds": list(seeds), **out,
-            "rule": rule_text(__doc__).split("\n\nRound 2")[0]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
     parser.add_argument("--round", type=int, choices=sorted(ROUNDS), default=1)
+    parser.add_argument("--choose-only", action="store_true", help="the choice from the reports already written")
     args = parser.parse_args()
-    seeds = SEEDS
-    prefix, restart_words, _ = ROUNDS[args.round]
+    prefix, restart_words, suffix = ROUNDS[args.round]
+    arms = {f"{ms} ms": {"stall_ms": ms, "stall_restart_words": restart_words or None} for ms in ARMS}
 
-    from evaluation.report import evaluate_systems, write_report
-    from evaluation.sets import describe, load_split
-    from evaluation.systems import SystemSpec
+    def name(label: str, seed: int) -> str:
+        return f"300 ms recipe, seed {seed}, stall guard {label}{suffix}"
 
-    data = json.loads(Path(args.state).read_text())["datasets"]
-    rows: dict[str, dict[int, dict[int, dict]]] = {}
-    for key, dataset in (("real", data["real"]), ("synthetic", data["kokoro_dev"])):
-        units = load_split([dataset], ["dev"])
-        rows[key] = {arm: {} for arm in (0, *ARMS)}
-        for seed in seeds:
-            off, adapter = reference_rows(key, seed)
-            specs = [SystemSpec(arm_name(arm, seed, args.round), "causal", 300, adapter_dir=adapter, stall_ms=arm,
-                                stall_restart_words=restart_words or None) for arm in ARMS]
-            result = evaluate_systems(specs, units, test_set=describe([dataset], ["dev"], units),
-                                      reference=specs[0].name)
-            result["command"] = " ".join(["python", *sys.argv])
-            write_report(result, SELECTION, f"{prefix}{'' if key == 'real' else '_synthetic'}_seed{seed}")
-            rows[key][0][seed] = off
-            for arm, row in zip(ARMS, result["systems"]):
-                rows[key][arm][seed] = row
-    choice = choose(rows, seeds) | {"stall_restart_words": restart_words}
-    (SELECTION / f"{prefix}_choice.json").write_text(json.dumps(choice | {
-        "command": " ".join(["python", *sys.argv])}, indent=1) + "\n")
+    if not args.choose_only:
+        score_arms(args.state, prefix, arms, name)
+    out, qualifying = pooled_choice(scored_rows(prefix, list(arms), name))
+    choice = {"chosen_stall_ms": arms[qualifying[0]]["stall_ms"] if qualifying else 0, "stall_wait_prob": WAIT_PROB,
+              "seeds": [1, 2, 3, 4], **out, "rule": rule_text(__doc__).split("\n\nRound 2")[0],
+              "stall_restart_words": restart_words, "command": " ".join(["python", *sys.argv])}
+    (SELECTION / f"{prefix}_choice.json").write_text(json.dumps(choice, indent=1) + "\n")
     print(json.dumps(choice, indent=1))
 
 

@@ -30,6 +30,7 @@ class SystemSpec:
     cache_policy: str | None = None
     # causal greedy (and two-pass's causal pass): cut a restart of this many words (None: the engine's default)
     restart_words: int | None = None
+    restart_context: int | None = None  # ... said again from the last this many words (None: the engine's default)
     # causal greedy: break a weak wait after this much audio without a new token (None: the engine's default;
     # streaming.decoding); two-pass's causal pass: off unless named
     stall_ms: int | None = None
@@ -179,7 +180,7 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
             hush = load_hush_word(spec.hush_dir)
         causal, _ = _build(SystemSpec(spec.name, "causal", spec.chunk_ms, spec.model, spec.adapter_dir,
                                       precision=spec.precision, cache_policy=spec.cache_policy,
-                                      restart_words=spec.restart_words,
+                                      restart_words=spec.restart_words, restart_context=spec.restart_context,
                                       # off unless named: a two-pass spec's causal pass does not follow the causal
                                       # engine's default (its finals are the verifier's; nothing measured it there)
                                       stall_ms=spec.stall_ms or 0, stall_restart_words=spec.stall_restart_words),
@@ -221,6 +222,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
             policy = {"cache_policy": spec.cache_policy} if spec.cache_policy else {}
             if spec.restart_words is not None:
                 policy["restart_words"] = spec.restart_words
+            if spec.restart_context is not None:
+                policy["restart_context"] = spec.restart_context
             if spec.stall_ms is not None:
                 policy["stall_ms"] = spec.stall_ms
             if spec.stall_restart_words is not None:

@@ -49,6 +49,9 @@ FLUSH_MS = 1000
 # 38.0 → 29.5 %, each separably lower, no utterance worse, synthetic dev unchanged; 2 words cut speech too
 # (31.4 / 31.8 %), 4 caught runs later (31.1 / 30.6 %).
 RESTART_WORDS = 3
+# ... said again from the last this many words (fixed with the cut; benchmarks/restart_context.py asks the whole
+# transcript on dev)
+RESTART_CONTEXT = 24
 # A weak wait broken after this much audio without a new token (streaming.decoding, `stall_ms`); 0: off until a dev
 # decision (benchmarks/stall_guard.py) says otherwise.
 STALL_MS = 0
@@ -61,7 +64,7 @@ class CausalStreamingEngine:
     def __init__(self, model, chunk_ms: int = 300, tau0_ms: int = 600, *, decoder: DecoderFactory | None = None,
                  n_check: int = 2, cache_policy: CachePolicy = "exact", beam_size: int | None = None,
                  pad_silence: bool = False, int8_vocab: bool = True, tokenizer=None,
-                 flush_ms: int = FLUSH_MS, restart_words: int = RESTART_WORDS,
+                 flush_ms: int = FLUSH_MS, restart_words: int = RESTART_WORDS, restart_context: int = RESTART_CONTEXT,
                  stall_ms: int = STALL_MS, stall_restart_words: int = STALL_RESTART_WORDS) -> None:
         """`beam_size` None/1: greedy (Algorithm 1), else streaming beam search (Algorithm 2).
         `cache_policy` / `int8_vocab`: the decoder's speed trade-offs (decoding.py, textdecoder.py); "exact" by
@@ -74,7 +77,8 @@ class CausalStreamingEngine:
         `flush_ms`: silence fed (in chunk-sized steps) when the stream ends, before the final step: a tuned model
         writes a word once it has heard its end *and a margin after it*, so a stream that ends right after its
         last word would otherwise lose that word (0 turns it off).
-        `restart_words`: greedy decoding cuts a restart of that many words (0: off; streaming.decoding).
+        `restart_words`: greedy decoding cuts a restart of that many words (0: off; streaming.decoding) said again
+        from the last `restart_context` words.
         `stall_ms`: greedy decoding breaks a weak wait after this much audio without a new token (0: off;
         streaming.decoding); `stall_restart_words`: such a forced write is cut where it says again that many words
         of the transcript (0: off).
@@ -103,6 +107,7 @@ class CausalStreamingEngine:
         else:
             self.decoder = StreamingGreedyDecoder(model, self.tokenizer, n_check=n_check, cache_policy=cache_policy,
                                                   pad_frames=pad, int8_vocab=int8_vocab, restart_words=restart_words,
+                                                  restart_context=restart_context,
                                                   stall_ms=stall_ms, stall_restart_words=stall_restart_words)
         self.reset()
 

@@ -292,7 +292,7 @@ def test_restart_cut_is_part_of_a_system_spec():
     """The evaluate stage and serving build from one spec: the cut is the engine's default unless the spec names
     it, and a two-pass spec passes it to its causal pass."""
     from evaluation.systems import SystemSpec, build
-    from streaming.engine import RESTART_WORDS
+    from streaming.engine import RESTART_CONTEXT, RESTART_WORDS
 
     def decoder(spec):
         recognizer = build(spec)[0].inner
@@ -300,6 +300,8 @@ def test_restart_cut_is_part_of_a_system_spec():
 
     assert decoder(SystemSpec("c", "causal", 300)).restart_words == RESTART_WORDS
     assert decoder(SystemSpec("c", "causal", 300, restart_words=0)).restart_words == 0
+    assert decoder(SystemSpec("c", "causal", 300)).restart_context == RESTART_CONTEXT
+    assert decoder(SystemSpec("c", "causal", 300, restart_context=224)).restart_context == 224
     assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s", restart_words=5)).restart_words == 5
 
 

@@ -1,0 +1,104 @@
+"""Decoding options of the causal adapter alone, decided on dev over the recipe's four training seeds.
+
+The adapters are ``benchmarks/lora_targets.py``'s recipe arm (seeds 1-4); the reference rows (the option off) are
+that run's reports, so only the arms are scored here. WER is pooled over the seeds (one unit per seed and
+utterance, an utterance's seeds resampled together, as ``benchmarks/gpu_screen.py`` pools). Used by
+``benchmarks/stall_guard.py`` and ``benchmarks/restart_context.py``, each with its own rule in its docstring.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from benchmarks.common import pooled_over_seeds
+
+SELECTION = Path(__file__).resolve().parent / "results" / "selection"
+SEEDS = (1, 2, 3, 4)
+OFF = "off"
+SETS = ("real", "synthetic")
+
+
+def recipe_row_name(seed: int) -> str:
+    return f"300 ms, LoRA recipe, seed {seed}"
+
+
+def reference_rows(key: str, seed: int) -> tuple[dict, str]:
+    """The option-off row of ``lora_targets.py``'s report for ``seed`` on set ``key`` ("real" / "synthetic") and
+    the adapter it scored."""
+    report = json.loads((SELECTION / f"dev_lora_targets{'' if key == 'real' else '_synthetic'}_seed{seed}.json")
+                        .read_text())
+    adapters = json.loads((SELECTION / "dev_lora_targets_choice.json").read_text())["adapters"]
+    row = next(r for r in report["systems"] if r["name"] == recipe_row_name(seed))
+    return row, adapters[recipe_row_name(seed)]
+
+
+def report_path(prefix: str, key: str, seed: int) -> Path:
+    return SELECTION / f"{prefix}{'' if key == 'real' else '_synthetic'}_seed{seed}.json"
+
+
+def score_arms(state_path: str, prefix: str, arms: dict[str, dict], name: Callable[[str, int], str],
+               seeds: tuple[int, ...] = SEEDS) -> None:
+    """Every arm (label → SystemSpec fields over causal greedy 300 ms) on each seed's adapter, on the real dev
+    split and the synthetic dev set; one report per set and seed (``selection/<prefix>[_synthetic]_seed<n>``)."""
+    from evaluation.report import evaluate_systems, write_report
+    from evaluation.sets import describe, load_split
+    from evaluation.systems import SystemSpec
+
+    data = json.loads(Path(state_path).read_text())["datasets"]
+    for key, dataset in zip(SETS, (data["real"], data["kokoro_dev"])):
+        units = load_split([dataset], ["dev"])
+        for seed in seeds:
+            adapter = reference_rows(key, seed)[1]
+            specs = [SystemSpec(name(label, seed), "causal", 300, adapter_dir=adapter, **fields)
+                     for label, fields in arms.items()]
+            result = evaluate_systems(specs, units, test_set=describe([dataset], ["dev"], units),
+                                      reference=specs[0].name)
+            result["command"] = " ".join(["python", *sys.argv])
+            write_report(result, SELECTION, report_path(prefix, key, seed).stem)
+
+
+def scored_rows(prefix: str, labels: list[str], name: Callable[[str, int], str],
+                seeds: tuple[int, ...] = SEEDS) -> dict[str, dict[str, dict[int, dict]]]:
+    """``rows[set][label][seed]``: the reference rows under :data:`OFF` and every arm's row from its reports."""
+    rows: dict[str, dict[str, dict[int, dict]]] = {}
+    for key in SETS:
+        rows[key] = {OFF: {s: reference_rows(key, s)[0] for s in seeds}}
+        for seed in seeds:
+            report = {r["name"]: r for r in json.loads(report_path(prefix, key, seed).read_text())["systems"]}
+            for label in labels:
+                rows[key].setdefault(label, {})[seed] = report[name(label, seed)]
+    return rows
+
+
+def pooled_choice(rows: dict[str, dict[str, dict[int, dict]]], seeds: tuple[int, ...] = SEEDS) -> tuple[dict, list]:
+    """(per set and arm: WER pooled over the seeds with its interval, per-seed WER and median word latency, pooled
+    partial rewrites, and the paired pooled difference to :data:`OFF`; the arms that qualify: real-dev difference
+    with its interval below 0, synthetic-dev difference not above 0, lowest pooled real-dev WER first)."""
+    from evaluation.intervals import ci95, compare
+
+    out: dict = {}
+    for key in SETS:
+        pooled = {label: pooled_over_seeds({s: by_seed[s]["per_utterance"] for s in seeds})
+                  for label, by_seed in rows[key].items()}
+        out[key] = {}
+        for label, units in pooled.items():
+            by_seed = rows[key][label]
+            entry = {"wer_pooled": sum(u["errors"] for u in units) / max(1, sum(u["ref_words"] for u in units)),
+                     "ci95": list(ci95(units, "wer", groups="recording")),
+                     "per_seed_wer": {str(s): by_seed[s]["wer"] for s in seeds},
+                     "per_seed_word_latency_ms_median": {str(s): by_seed[s].get("word_latency_ms_median")
+                                                         for s in seeds},
+                     "partial_rewrite_rate_pooled":
+                         sum(u.get("partials_rewritten", 0) for u in units)
+                         / max(1, sum(u.get("partials_shown", 0) for u in units))}
+            if label != OFF:
+                entry["minus_off"] = compare(units, pooled[OFF], "wer", groups="recording")
+            out[key][label] = entry
+    arms = [label for label in out["real"] if label != OFF]
+    qualifying = sorted((a for a in arms if out["real"][a]["minus_off"]["ci95"][1] < 0
+                         and out["synthetic"][a]["minus_off"]["ci95"][0] <= 0),
+                        key=lambda a: out["real"][a]["wer_pooled"])
+    return out, qualifying
