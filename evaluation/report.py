@@ -352,7 +352,9 @@ def write_report(result: dict[str, Any], out_dir: str | Path, name: str = "evalu
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.json", out / f"{name}.md"]
-    paths[0].write_text(json.dumps(result, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
+    # one line: a report holds every utterance's words and latencies, and the committed dev evidence travels with the
+    # working tree to a lent GPU machine (64 MiB in all); the .md beside it is the form to read
+    paths[0].write_text(json.dumps(result, sort_keys=False, default=str) + "\n", encoding="utf-8")
     paths[1].write_text(markdown(result), encoding="utf-8")
     paths.append(plot(result, out / f"{name}_pareto.png"))
     return paths
