@@ -13,7 +13,7 @@ hypothesis has not grown for ``stall_ms`` of heard audio, end-of-text below ``st
 the run: a wait the model is not sure of) gives way to the likeliest other token.
 
 Arms: ``stall_ms`` 900 (3 chunks) and 1500 (5 chunks), ``stall_wait_prob`` 0.5, each on the recipe's 300 ms adapter
-at seeds 1-4 (``benchmarks/lora_targets.py``'s recipe arm: trained there, reused here by run key). The reference is
+at seeds 1-4 (``benchmarks/lora_targets.py``'s recipe arm: trained there, named in its choice file). The reference is
 the guard off: the same adapters' rows of ``selection/dev_lora_targets{,_synthetic}_seed*.json`` (causal greedy,
 live feeding, which for a system this fast is the fixed feeding, so the rows pair utterance by utterance). Scored:
 causal greedy at 300 ms, live feeding, real `dev` and the synthetic dev set.
