@@ -208,7 +208,9 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
             if token == self.tokenizer.eot:
                 if not stalled or float(next_lp[token].exp()) >= self.stall_wait_prob:
                     break
-                token = int(next_lp.masked_fill(self._eot_mask, float("-inf")).argmax())  # a weak wait: write
+                waiting = next_lp.clone()
+                waiting[token] = float("-inf")
+                token = int(waiting.argmax())  # a weak wait: write the likeliest other token
                 forced_at = len(state.tokens)
             stalled = False  # only the first new position of a stalled hypothesis
             state.tokens.append(token)
@@ -221,43 +223,26 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
             row = self._run(state.cache, [token], p + len(state.tokens) - 1)[0]
             next_lp = self._logprobs(row, len(state.tokens))
         if self.restart_words:
-            self._cut_restart(state)
-        cut_forced = forced_at is not None and self.stall_restart_words and self._cut_forced_restart(state, forced_at)
+            self._cut_restart(state, state.committed, self.restart_words, self.restart_context)
+        # a forced write is checked against the whole transcript (any context longer than it)
+        cut_forced = (forced_at is not None and self.stall_restart_words
+                      and self._cut_restart(state, forced_at, self.stall_restart_words, self.max_tokens))
         grew = len(state.tokens) > n_before
         state.stalled_frames = 0 if grew or cut_forced else state.stalled_frames + int(new_frames.shape[0])
         self._close_chunk(state, final)
 
-    @property
-    def _eot_mask(self) -> Tensor:
-        mask = torch.zeros_like(self.suppress)
-        mask[self.tokenizer.eot] = True
-        return mask
-
-    def _cut_restart(self, state: GreedyState) -> None:
-        """Cut the open tokens from the first word of a restart (never a committed token)."""
+    def _cut_restart(self, state: GreedyState, start: int, n: int, context: int) -> bool:
+        """Cut the tokens from ``start`` on (the open ones, or a forced write) from the first word of a run of ``n``
+        words that the ``context`` words before them already hold (never a token before ``start``); whether
+        anything was cut."""
         groups = word_tokens(self.tokenizer, state.tokens)
         words = [self.tokenizer.decode(g) for g in groups]
         ends = list(accumulate(len(g) for g in groups))  # each word's end, in tokens
-        first_open = bisect_right(ends, state.committed)  # the first word with a token past the committed ones
-        j = restart_at(words[:first_open], words[first_open:], self.restart_words, self.restart_context)
-        if first_open + j == len(groups):
-            return
-        keep = max(state.committed, [0, *ends][first_open + j])
-        del state.tokens[keep:], state.logprobs[keep:]
-        assert state.cache is not None
-        state.cache.truncate(len(self.prefix) + keep)
-
-    def _cut_forced_restart(self, state: GreedyState, forced_at: int) -> bool:
-        """Cut the words from token ``forced_at`` on (a forced write) from the first of ``stall_restart_words`` words
-        in a row that the whole transcript before them already holds; whether anything was cut."""
-        groups = word_tokens(self.tokenizer, state.tokens)
-        words = [self.tokenizer.decode(g) for g in groups]
-        ends = list(accumulate(len(g) for g in groups))
-        first = bisect_right(ends, forced_at)  # the word the forced token is in
-        j = restart_at(words[:first], words[first:], self.stall_restart_words, len(words))
+        first = bisect_right(ends, start)  # the first word with a token at or past `start`
+        j = restart_at(words[:first], words[first:], n, context)
         if first + j == len(groups):
             return False
-        keep = max(forced_at, [0, *ends][first + j])
+        keep = max(start, [0, *ends][first + j])
         del state.tokens[keep:], state.logprobs[keep:]
         assert state.cache is not None
         state.cache.truncate(len(self.prefix) + keep)

@@ -267,22 +267,22 @@ def test_restart_cut_drops_open_words_that_say_the_transcript_again(tiny, tokeni
         return state
 
     state = state_for(written + " letters which are an exact imitation", written)
-    greedy._cut_restart(state)
+    greedy._cut_restart(state, state.committed, greedy.restart_words, greedy.restart_context)
     assert tokenizer.decode(state.tokens) == written + " letters"
     assert state.cache.length == len(greedy.prefix) + len(state.tokens) and len(state.logprobs) == len(state.tokens)
 
     state = state_for(written + " letters which are printed", written)  # two words again: kept
-    greedy._cut_restart(state)
+    greedy._cut_restart(state, state.committed, greedy.restart_words, greedy.restart_context)
     assert tokenizer.decode(state.tokens) == written + " letters which are printed"
 
     # the run starts inside the committed words: only the open part goes
     state = state_for(written + " which are an exact", written + " which")
-    greedy._cut_restart(state)
+    greedy._cut_restart(state, state.committed, greedy.restart_words, greedy.restart_context)
     assert tokenizer.decode(state.tokens) == written + " which"
 
     far = StreamingGreedyDecoder(tiny, tokenizer, restart_words=3, restart_context=4)  # the run is 7 words back
     state = state_for(written + " letters which are an exact", written)
-    far._cut_restart(state)
+    far._cut_restart(state, state.committed, far.restart_words, far.restart_context)
     assert tokenizer.decode(state.tokens) == written + " letters which are an exact"
     with pytest.raises(ValueError, match="restart_words"):
         StreamingGreedyDecoder(tiny, tokenizer, restart_words=-1)
@@ -351,7 +351,8 @@ def test_a_forced_write_that_says_the_transcript_again_is_cut(tiny, tokenizer):
         state.logprobs = [0.0] * len(state.tokens)
         state.committed = len(tokenizer.encode(written)) - 2
         state.cache.length = len(greedy.prefix) + len(state.tokens)
-        done = greedy._cut_forced_restart(state, len(tokenizer.encode(written)))
+        done = greedy._cut_restart(state, len(tokenizer.encode(written)), greedy.stall_restart_words,
+                                   greedy.max_tokens)
         assert len(state.logprobs) == len(state.tokens) and state.cache.length == len(greedy.prefix) + len(state.tokens)
         return tokenizer.decode(state.tokens), done
 
