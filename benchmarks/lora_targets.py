@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
-from benchmarks.common import pooled_over_seeds, rule_text  # noqa: E402
+from benchmarks.common import rule_text  # noqa: E402
 
 SELECTION = Path(__file__).resolve().parent / "results" / "selection"
 PREFIX = "dev_lora_targets"
@@ -68,23 +68,16 @@ def train(state_arg: str, seeds: tuple[int, ...]) -> tuple[dict, dict[str, str]]
 
 def choose(results: dict[str, dict[int, dict]], seeds: tuple[int, ...]) -> dict:
     """The rule of the module docstring over the per-seed dev reports (``results[set][seed]``)."""
-    from evaluation.intervals import ci95, compare
+    from benchmarks.seed_arms import pooled
+    from evaluation.intervals import compare
 
     out: dict = {}
     for key in ("real", "synthetic"):
-        arms = {}
+        units, out[key] = {}, {}
         for arm in ARMS:
-            per_seed = {s: next(r for r in results[key][s]["systems"] if r["name"] == row_name(arm, s))
-                        ["per_utterance"] for s in seeds}
-            arms[arm] = pooled_over_seeds(per_seed)
-        cand, ref = arms[CANDIDATE], arms[REFERENCE]
-        out[key] = {
-            arm: {"wer_pooled": sum(u["errors"] for u in units) / max(1, sum(u["ref_words"] for u in units)),
-                  "ci95": list(ci95(units, "wer", groups="recording")),
-                  "per_seed_wer": {str(s): next(r for r in results[key][s]["systems"]
-                                                if r["name"] == row_name(arm, s))["wer"] for s in seeds}}
-            for arm, units in arms.items()}
-        out[key]["candidate_minus_recipe"] = compare(cand, ref, "wer", groups="recording")
+            by_seed = {s: next(r for r in results[key][s]["systems"] if r["name"] == row_name(arm, s)) for s in seeds}
+            units[arm], out[key][arm] = pooled(by_seed, seeds)
+        out[key]["candidate_minus_recipe"] = compare(units[CANDIDATE], units[REFERENCE], "wer", groups="recording")
     real_ci = out["real"]["candidate_minus_recipe"]["ci95"]
     syn_ci = out["synthetic"]["candidate_minus_recipe"]["ci95"]
     chosen = real_ci[1] < 0 and syn_ci[0] <= 0

@@ -25,14 +25,27 @@ def recipe_row_name(seed: int) -> str:
     return f"300 ms, LoRA recipe, seed {seed}"
 
 
-def reference_rows(key: str, seed: int) -> tuple[dict, str]:
-    """The option-off row of ``lora_targets.py``'s report for ``seed`` on set ``key`` ("real" / "synthetic") and
-    the adapter it scored."""
+def recipe_adapter(seed: int) -> str:
+    """The recipe's adapter at ``seed``, as ``lora_targets.py``'s choice file names it."""
+    return json.loads((SELECTION / "dev_lora_targets_choice.json").read_text())["adapters"][recipe_row_name(seed)]
+
+
+def reference_row(key: str, seed: int) -> dict:
+    """The option-off row of ``lora_targets.py``'s report for ``seed`` on set ``key`` ("real" / "synthetic")."""
     report = json.loads((SELECTION / f"dev_lora_targets{'' if key == 'real' else '_synthetic'}_seed{seed}.json")
                         .read_text())
-    adapters = json.loads((SELECTION / "dev_lora_targets_choice.json").read_text())["adapters"]
-    row = next(r for r in report["systems"] if r["name"] == recipe_row_name(seed))
-    return row, adapters[recipe_row_name(seed)]
+    return next(r for r in report["systems"] if r["name"] == recipe_row_name(seed))
+
+
+def pooled(by_seed: dict[int, dict], seeds: tuple[int, ...]) -> tuple[list[dict], dict]:
+    """(one system's units pooled over ``seeds``, its pooled WER with its 95 % interval and per-seed WER);
+    ``by_seed``: that system's report row per seed."""
+    from evaluation.intervals import ci95
+
+    units = pooled_over_seeds({s: by_seed[s]["per_utterance"] for s in seeds})
+    return units, {"wer_pooled": sum(u["errors"] for u in units) / max(1, sum(u["ref_words"] for u in units)),
+                   "ci95": list(ci95(units, "wer", groups="recording")),
+                   "per_seed_wer": {str(s): by_seed[s]["wer"] for s in seeds}}
 
 
 def report_path(prefix: str, key: str, seed: int) -> Path:
@@ -51,8 +64,7 @@ def score_arms(state_path: str, prefix: str, arms: dict[str, dict], name: Callab
     for key, dataset in zip(SETS, (data["real"], data["kokoro_dev"])):
         units = load_split([dataset], ["dev"])
         for seed in seeds:
-            adapter = reference_rows(key, seed)[1]
-            specs = [SystemSpec(name(label, seed), "causal", 300, adapter_dir=adapter, **fields)
+            specs = [SystemSpec(name(label, seed), "causal", 300, adapter_dir=recipe_adapter(seed), **fields)
                      for label, fields in arms.items()]
             result = evaluate_systems(specs, units, test_set=describe([dataset], ["dev"], units),
                                       reference=specs[0].name)
@@ -65,7 +77,7 @@ def scored_rows(prefix: str, labels: list[str], name: Callable[[str, int], str],
     """``rows[set][label][seed]``: the reference rows under :data:`OFF` and every arm's row from its reports."""
     rows: dict[str, dict[str, dict[int, dict]]] = {}
     for key in SETS:
-        rows[key] = {OFF: {s: reference_rows(key, s)[0] for s in seeds}}
+        rows[key] = {OFF: {s: reference_row(key, s) for s in seeds}}
         for seed in seeds:
             report = {r["name"]: r for r in json.loads(report_path(prefix, key, seed).read_text())["systems"]}
             for label in labels:
@@ -77,25 +89,21 @@ def pooled_choice(rows: dict[str, dict[str, dict[int, dict]]], seeds: tuple[int,
     """(per set and arm: WER pooled over the seeds with its interval, per-seed WER and median word latency, pooled
     partial rewrites, and the paired pooled difference to :data:`OFF`; the arms that qualify: real-dev difference
     with its interval below 0, synthetic-dev difference not above 0, lowest pooled real-dev WER first)."""
-    from evaluation.intervals import ci95, compare
+    from evaluation.intervals import compare
 
     out: dict = {}
     for key in SETS:
-        pooled = {label: pooled_over_seeds({s: by_seed[s]["per_utterance"] for s in seeds})
-                  for label, by_seed in rows[key].items()}
-        out[key] = {}
-        for label, units in pooled.items():
-            by_seed = rows[key][label]
-            entry = {"wer_pooled": sum(u["errors"] for u in units) / max(1, sum(u["ref_words"] for u in units)),
-                     "ci95": list(ci95(units, "wer", groups="recording")),
-                     "per_seed_wer": {str(s): by_seed[s]["wer"] for s in seeds},
-                     "per_seed_word_latency_ms_median": {str(s): by_seed[s].get("word_latency_ms_median")
-                                                         for s in seeds},
-                     "partial_rewrite_rate_pooled":
-                         sum(u.get("partials_rewritten", 0) for u in units)
-                         / max(1, sum(u.get("partials_shown", 0) for u in units))}
-            if label != OFF:
-                entry["minus_off"] = compare(units, pooled[OFF], "wer", groups="recording")
+        out[key], off_units = {}, None
+        for label, by_seed in rows[key].items():  # OFF first
+            units, entry = pooled(by_seed, seeds)
+            entry |= {"per_seed_word_latency_ms_median": {str(s): by_seed[s].get("word_latency_ms_median")
+                                                          for s in seeds},
+                      "partial_rewrite_rate_pooled": sum(u.get("partials_rewritten", 0) for u in units)
+                      / max(1, sum(u.get("partials_shown", 0) for u in units))}
+            if label == OFF:
+                off_units = units
+            else:
+                entry["minus_off"] = compare(units, off_units, "wer", groups="recording")
             out[key][label] = entry
     arms = [label for label in out["real"] if label != OFF]
     qualifying = sorted((a for a in arms if out["real"][a]["minus_off"]["ci95"][1] < 0

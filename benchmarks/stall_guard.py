@@ -41,12 +41,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 from benchmarks.common import rule_text  # noqa: E402
 from benchmarks.seed_arms import SELECTION, pooled_choice, score_arms, scored_rows  # noqa: E402
