@@ -12,7 +12,8 @@ soup (``training.lora.soup``: the mean of the runs' weight updates, folded into 
 so streaming costs the same) keeps what the seeds share and shrinks what each drew alone.
 
 Train (the `train` splits only): the recipe (``benchmarks.distill.chosen_recipe``, ``lora_targets.py``'s recipe
-arm: the same config, data and code, so the same run keys and adapters) at seeds 1, 2, 3 and 4. Soups: seeds 1-2,
+arm: the same config and training code) at seeds 1, 2, 3 and 4; the recipe's rows are scored again in this run, so
+the comparison is between adapters of one training data build. Soups: seeds 1-2,
 and seeds 1-4. Score every adapter alone (the four seeds and the two soups), causal greedy + restart cut at 300 ms,
 live feeding, on the real `dev` split and the synthetic dev set, in one run per set.
 
