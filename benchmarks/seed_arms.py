@@ -1,9 +1,10 @@
 """Decoding options of the causal adapter alone, decided on dev over the recipe's four training seeds.
 
-The adapters are ``benchmarks/lora_targets.py``'s recipe arm (seeds 1-4); the reference rows (the option off) are
-that run's reports, so only the arms are scored here. WER is pooled over the seeds (one unit per seed and
-utterance, an utterance's seeds resampled together, as ``benchmarks/gpu_screen.py`` pools). Used by
-``benchmarks/stall_guard.py`` and ``benchmarks/restart_context.py``, each with its own rule in its docstring.
+The adapters are the recipe's at seeds 1-4 from one training run (:class:`RecipeRuns`: ``lora_targets.py``'s recipe
+arm, or ``seed_soup.py``'s recipe rows, trained again on a later machine's data build); the reference rows (the
+option off) are that run's reports, so only the arms are scored here. WER is pooled over the seeds (one unit per
+seed and utterance, an utterance's seeds resampled together, as ``benchmarks/gpu_screen.py`` pools). Used by
+``stall_guard.py``, ``restart_context.py`` and ``n_check.py``, each with its own rule in its docstring.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.common import pooled_over_seeds
@@ -25,16 +27,28 @@ def recipe_row_name(seed: int) -> str:
     return f"300 ms, LoRA recipe, seed {seed}"
 
 
-def recipe_adapter(seed: int) -> str:
-    """The recipe's adapter at ``seed``, as ``lora_targets.py``'s choice file names it."""
-    return json.loads((SELECTION / "dev_lora_targets_choice.json").read_text())["adapters"][recipe_row_name(seed)]
+@dataclass(frozen=True)
+class RecipeRuns:
+    """Where the recipe's seed adapters and their option-off dev rows are: ``<prefix>_choice.json`` names the
+    adapters (``adapters[row(seed)]``); the rows are in one report per set and seed
+    (``<prefix>[_synthetic]_seed<n>``) or, with ``per_seed`` False, one report per set (``<prefix>[_synthetic]``)."""
+
+    prefix: str
+    row: Callable[[int], str]
+    per_seed: bool = True
+
+    def adapter(self, seed: int) -> str:
+        return json.loads((SELECTION / f"{self.prefix}_choice.json").read_text())["adapters"][self.row(seed)]
+
+    def reference_row(self, key: str, seed: int) -> dict:
+        """The option-off row for ``seed`` on set ``key`` ("real" / "synthetic")."""
+        name = f"{self.prefix}{'' if key == 'real' else '_synthetic'}{f'_seed{seed}' if self.per_seed else ''}"
+        report = json.loads((SELECTION / f"{name}.json").read_text())
+        return next(r for r in report["systems"] if r["name"] == self.row(seed))
 
 
-def reference_row(key: str, seed: int) -> dict:
-    """The option-off row of ``lora_targets.py``'s report for ``seed`` on set ``key`` ("real" / "synthetic")."""
-    report = json.loads((SELECTION / f"dev_lora_targets{'' if key == 'real' else '_synthetic'}_seed{seed}.json")
-                        .read_text())
-    return next(r for r in report["systems"] if r["name"] == recipe_row_name(seed))
+LORA_TARGETS = RecipeRuns("dev_lora_targets", recipe_row_name)
+SEED_SOUP = RecipeRuns("dev_seed_soup", lambda seed: f"300 ms, recipe, seed {seed}", per_seed=False)
 
 
 def pooled(by_seed: dict[int, dict], seeds: tuple[int, ...]) -> tuple[list[dict], dict]:
@@ -53,7 +67,7 @@ def report_path(prefix: str, key: str, seed: int) -> Path:
 
 
 def score_arms(state_path: str, prefix: str, arms: dict[str, dict], name: Callable[[str, int], str],
-               seeds: tuple[int, ...] = SEEDS) -> None:
+               seeds: tuple[int, ...] = SEEDS, recipe: RecipeRuns = LORA_TARGETS) -> None:
     """Every arm (label → SystemSpec fields over causal greedy 300 ms) on each seed's adapter, on the real dev
     split and the synthetic dev set; one report per set and seed (``selection/<prefix>[_synthetic]_seed<n>``)."""
     from evaluation.report import evaluate_systems, write_report
@@ -64,7 +78,7 @@ def score_arms(state_path: str, prefix: str, arms: dict[str, dict], name: Callab
     for key, dataset in zip(SETS, (data["real"], data["kokoro_dev"])):
         units = load_split([dataset], ["dev"])
         for seed in seeds:
-            specs = [SystemSpec(name(label, seed), "causal", 300, adapter_dir=recipe_adapter(seed), **fields)
+            specs = [SystemSpec(name(label, seed), "causal", 300, adapter_dir=recipe.adapter(seed), **fields)
                      for label, fields in arms.items()]
             result = evaluate_systems(specs, units, test_set=describe([dataset], ["dev"], units),
                                       reference=specs[0].name)
@@ -73,11 +87,12 @@ def score_arms(state_path: str, prefix: str, arms: dict[str, dict], name: Callab
 
 
 def scored_rows(prefix: str, labels: list[str], name: Callable[[str, int], str],
-                seeds: tuple[int, ...] = SEEDS) -> dict[str, dict[str, dict[int, dict]]]:
+                seeds: tuple[int, ...] = SEEDS,
+                recipe: RecipeRuns = LORA_TARGETS) -> dict[str, dict[str, dict[int, dict]]]:
     """``rows[set][label][seed]``: the reference rows under :data:`OFF` and every arm's row from its reports."""
     rows: dict[str, dict[str, dict[int, dict]]] = {}
     for key in SETS:
-        rows[key] = {OFF: {s: reference_row(key, s) for s in seeds}}
+        rows[key] = {OFF: {s: recipe.reference_row(key, s) for s in seeds}}
         for seed in seeds:
             report = {r["name"]: r for r in json.loads(report_path(prefix, key, seed).read_text())["systems"]}
             for label in labels:

@@ -35,6 +35,9 @@ class SystemSpec:
     # streaming.decoding); two-pass's causal pass: off unless named
     stall_ms: int | None = None
     stall_restart_words: int | None = None  # ... and cut a forced write that says the transcript again (None: default)
+    # causal: the stability rule's window, the last this many tokens scored again on each chunk (None: the engine's
+    # default, streaming.engine.N_CHECK); two-pass's causal pass: 2 (the paper's) unless named
+    n_check: int | None = None
     merge_adapter: bool = True  # the adapter folded into the weights (False: peft's LoRA layers at every step)
     # causal and two-pass (both passes): Linear layers in "bf16-all", "int8-encoder", ... (streaming.quantize)
     precision: str | None = None
@@ -183,7 +186,9 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                                       restart_words=spec.restart_words, restart_context=spec.restart_context,
                                       # off unless named: a two-pass spec's causal pass does not follow the causal
                                       # engine's default (its finals are the verifier's; nothing measured it there)
-                                      stall_ms=spec.stall_ms or 0, stall_restart_words=spec.stall_restart_words),
+                                      stall_ms=spec.stall_ms or 0, stall_restart_words=spec.stall_restart_words,
+                                      # likewise the paper's stability window, as every two-pass recognizer was scored
+                                      n_check=spec.n_check or 2),
                    models)
         verifier = Verifier(models.get(spec.model, None, precision=spec.precision), hush, spec.verifier or "hush",
                             final_condition=spec.final_verifier,
@@ -228,6 +233,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                 policy["stall_ms"] = spec.stall_ms
             if spec.stall_restart_words is not None:
                 policy["stall_restart_words"] = spec.stall_restart_words
+            if spec.n_check is not None:
+                policy["n_check"] = spec.n_check
             engine = CausalStreamingEngine(model, chunk, tau0, pad_silence=spec.pad_silence, beam_size=spec.beam_size,
                                            **policy)
         return engine, "ours"

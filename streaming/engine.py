@@ -56,13 +56,17 @@ RESTART_CONTEXT = 24
 # decision (benchmarks/stall_guard.py) says otherwise.
 STALL_MS = 0
 STALL_RESTART_WORDS = 0
+# The stability rule's window (streaming.decoding): the last this many emitted tokens are scored again on every chunk,
+# older ones are committed. 2 is the paper's (CarelessWhisper, Algorithm 1), not chosen on dev; benchmarks/n_check.py
+# asks larger windows on dev.
+N_CHECK = 2
 
 
 class CausalStreamingEngine:
     lookahead_ms = 12.5
 
     def __init__(self, model, chunk_ms: int = 300, tau0_ms: int = 600, *, decoder: DecoderFactory | None = None,
-                 n_check: int = 2, cache_policy: CachePolicy = "exact", beam_size: int | None = None,
+                 n_check: int = N_CHECK, cache_policy: CachePolicy = "exact", beam_size: int | None = None,
                  pad_silence: bool = False, int8_vocab: bool = True, tokenizer=None,
                  flush_ms: int = FLUSH_MS, restart_words: int = RESTART_WORDS, restart_context: int = RESTART_CONTEXT,
                  stall_ms: int = STALL_MS, stall_restart_words: int = STALL_RESTART_WORDS) -> None:

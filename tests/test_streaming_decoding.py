@@ -380,3 +380,19 @@ def test_stall_guard_is_part_of_a_system_spec():
     assert decoder(SystemSpec("c", "causal", 300, stall_ms=1500)).stall_frames == 75
     assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s", stall_ms=900)).stall_frames == 45
     assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s")).stall_frames == 0
+
+
+def test_stability_window_is_part_of_a_system_spec():
+    """`n_check` the same way: the engine's default for a causal spec unless named; 2 (the paper's, as every
+    registered two-pass recognizer was scored) for a two-pass spec's causal pass unless named."""
+    from evaluation.systems import SystemSpec, build
+    from streaming.engine import N_CHECK
+
+    def decoder(spec):
+        recognizer = build(spec)[0].inner
+        return getattr(recognizer, "engine", recognizer).decoder
+
+    assert decoder(SystemSpec("c", "causal", 300)).n_check == N_CHECK
+    assert decoder(SystemSpec("c", "causal", 300, n_check=8)).n_check == 8
+    assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s")).n_check == 2
+    assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s", n_check=4)).n_check == 4
