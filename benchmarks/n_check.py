@@ -28,7 +28,6 @@ commits) becomes the engine's default (``streaming.engine.N_CHECK``); if none qu
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -36,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import rule_text  # noqa: E402
-from benchmarks.seed_arms import OFF, SEED_SOUP, SELECTION, SEEDS, pooled_choice, score_arms, scored_rows  # noqa: E402
+from benchmarks.seed_arms import OFF, SEED_SOUP, SELECTION, SEEDS, arms_cli  # noqa: E402
 
 PREFIX = "dev_n_check"
 WINDOWS = (4, 8)
@@ -63,13 +62,7 @@ def choose(out: dict, qualifying: list[str]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
-    parser.add_argument("--choose-only", action="store_true", help="the choice from the reports already written")
-    args = parser.parse_args()
-    if not args.choose_only:
-        score_arms(args.state, PREFIX, ARMS, name, recipe=SEED_SOUP)
-    choice = choose(*pooled_choice(scored_rows(PREFIX, list(ARMS), name, recipe=SEED_SOUP)))
+    choice = choose(*arms_cli(__doc__, PREFIX, ARMS, name, recipe=SEED_SOUP))
     choice |= {"rule": rule_text(__doc__), "command": " ".join(["python", *sys.argv])}
     (SELECTION / f"{PREFIX}_choice.json").write_text(json.dumps(choice, indent=1) + "\n")
     print(json.dumps({k: v for k, v in choice.items() if k != "rule"}, indent=1))

@@ -23,7 +23,6 @@ have its interval above 0.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -31,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import rule_text  # noqa: E402
-from benchmarks.seed_arms import SELECTION, pooled_choice, score_arms, scored_rows  # noqa: E402
+from benchmarks.seed_arms import SELECTION, arms_cli  # noqa: E402
 
 PREFIX = "dev_restart_context"
 WHOLE = 224
@@ -43,13 +42,7 @@ def name(label: str, seed: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
-    parser.add_argument("--choose-only", action="store_true", help="the choice from the reports already written")
-    args = parser.parse_args()
-    if not args.choose_only:
-        score_arms(args.state, PREFIX, ARMS, name)
-    out, qualifying = pooled_choice(scored_rows(PREFIX, list(ARMS), name))
+    out, qualifying = arms_cli(__doc__, PREFIX, ARMS, name)
     choice = {"chosen_restart_context": WHOLE if qualifying else 24, "seeds": [1, 2, 3, 4], **out,
               "rule": rule_text(__doc__), "command": " ".join(["python", *sys.argv])}
     (SELECTION / f"{PREFIX}_choice.json").write_text(json.dumps(choice, indent=1) + "\n")

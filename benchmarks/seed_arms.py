@@ -9,6 +9,7 @@ seed and utterance, an utterance's seeds resampled together, as ``benchmarks/gpu
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Callable
@@ -125,3 +126,16 @@ def pooled_choice(rows: dict[str, dict[str, dict[int, dict]]], seeds: tuple[int,
                          and out["synthetic"][a]["minus_off"]["ci95"][0] <= 0),
                         key=lambda a: out["real"][a]["wer_pooled"])
     return out, qualifying
+
+
+def arms_cli(doc: str, prefix: str, arms: dict[str, dict], name: Callable[[str, int], str],
+             recipe: RecipeRuns = LORA_TARGETS) -> tuple[dict, list]:
+    """The command line of a decoding option with no settings of its own (``--state``, ``--choose-only``): score the
+    arms unless only choosing, then :func:`pooled_choice` over the reports."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
+    parser.add_argument("--choose-only", action="store_true", help="the choice from the reports already written")
+    args = parser.parse_args()
+    if not args.choose_only:
+        score_arms(args.state, prefix, arms, name, recipe=recipe)
+    return pooled_choice(scored_rows(prefix, list(arms), name, recipe=recipe))
