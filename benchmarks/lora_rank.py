@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 from benchmarks.common import rule_text  # noqa: E402
+from benchmarks.seed_arms import score_adapters, set_report_path  # noqa: E402
 
 SELECTION = Path(__file__).resolve().parent / "results" / "selection"
 PREFIX = "dev_lora_rank"
@@ -47,24 +48,12 @@ def row_name(seed: int) -> str:
 
 
 def train(state_arg: str) -> tuple[dict, dict[str, str]]:
-    """(dataset versions, {row name: adapter dir}) for the arm at every seed."""
+    """(dataset versions, {row name: adapter dir}) for the arm at every seed (alpha / r as the recipe's)."""
     from benchmarks.distill import chosen_recipe
-    from benchmarks.lora_targets import ARMS
-    from training.causal.run import run_finetune
+    from benchmarks.seed_arms import train_recipe
 
-    data, _, cfg = chosen_recipe(state_arg)
-    adapters = {}
-    for seed in SEEDS:
-        lora = cfg.lora.model_copy(update={"targets": ARMS["recipe"], "r": RANK,
-                                           "alpha": cfg.lora.alpha / cfg.lora.r * RANK})
-        summary = run_finetune(cfg.for_chunk(300).model_copy(update={"seed": seed, "lora": lora}))
-        adapters[row_name(seed)] = summary["adapter_dir"]
-        print("trained", row_name(seed), summary["adapter_dir"], summary["metrics"], flush=True)
-    return data, adapters
-
-
-def report_path(key: str) -> Path:
-    return SELECTION / f"{PREFIX}{'' if key == 'real' else '_synthetic'}.json"
+    lora = chosen_recipe(state_arg)[2].lora
+    return train_recipe(state_arg, row_name, SEEDS, r=RANK, alpha=lora.alpha / lora.r * RANK)
 
 
 def choose() -> dict:
@@ -74,7 +63,7 @@ def choose() -> dict:
 
     out: dict = {}
     for key in SETS:
-        rows = {r["name"]: r for r in json.loads(report_path(key).read_text())["systems"]}
+        rows = {r["name"]: r for r in json.loads(set_report_path(PREFIX, key).read_text())["systems"]}
         arm_units, arm = pooled({s: rows[row_name(s)] for s in SEEDS}, SEEDS)
         ref_units, ref = pooled({s: SEED_SOUP.reference_row(key, s) for s in SEEDS}, SEEDS)
         out[key] = {"rank 32 (the recipe)": ref, f"rank {RANK}": arm,
@@ -94,18 +83,8 @@ def main() -> None:
         extra = {k: v for k, v in json.loads((SELECTION / f"{PREFIX}_choice.json").read_text()).items()
                  if k in ("adapters", "datasets")}
     else:
-        from evaluation.report import evaluate_systems, write_report
-        from evaluation.sets import describe, load_split
-        from evaluation.systems import SystemSpec
-
         data, adapters = train(args.state)
-        for key, dataset in zip(SETS, (data["real"], data["kokoro_dev"])):
-            units = load_split([dataset], ["dev"])
-            specs = [SystemSpec(name, "causal", 300, adapter_dir=path) for name, path in adapters.items()]
-            result = evaluate_systems(specs, units, test_set=describe([dataset], ["dev"], units),
-                                      reference=row_name(SEEDS[0]))
-            result["command"] = " ".join(["python", *sys.argv])
-            write_report(result, SELECTION, report_path(key).stem)
+        score_adapters(data, adapters, PREFIX, row_name(SEEDS[0]))
         extra = {"adapters": adapters, "datasets": {k: data[k] for k in ("synth", "kokoro_train", "real",
                                                                          "kokoro_dev")}}
     choice = choose() | extra | {"command": " ".join(["python", *sys.argv])}

@@ -43,8 +43,8 @@ class RecipeRuns:
 
     def reference_row(self, key: str, seed: int) -> dict:
         """The option-off row for ``seed`` on set ``key`` ("real" / "synthetic")."""
-        name = f"{self.prefix}{'' if key == 'real' else '_synthetic'}{f'_seed{seed}' if self.per_seed else ''}"
-        report = json.loads((SELECTION / f"{name}.json").read_text())
+        path = report_path(self.prefix, key, seed) if self.per_seed else set_report_path(self.prefix, key)
+        report = json.loads(path.read_text())
         return next(r for r in report["systems"] if r["name"] == self.row(seed))
 
 
@@ -61,6 +61,48 @@ def pooled(by_seed: dict[int, dict], seeds: tuple[int, ...]) -> tuple[list[dict]
     return units, {"wer_pooled": sum(u["errors"] for u in units) / max(1, sum(u["ref_words"] for u in units)),
                    "ci95": list(ci95(units, "wer", groups="recording")),
                    "per_seed_wer": {str(s): by_seed[s]["wer"] for s in seeds}}
+
+
+def train_recipe(state_arg: str, name: Callable[[int], str], seeds: tuple[int, ...] = SEEDS,
+                 **lora) -> tuple[dict, dict[str, str]]:
+    """(dataset versions, {name(seed): adapter dir}): the 300 ms recipe (``benchmarks.distill.chosen_recipe`` with
+    ``lora_targets.py``'s recipe targets, so the same config as its recipe arm) at every seed, with the LoRA settings
+    ``lora`` over it (none: the recipe itself). A finished run is reused by run key."""
+    from benchmarks.distill import chosen_recipe
+    from benchmarks.lora_targets import ARMS
+    from training.causal.run import run_finetune
+
+    data, _, cfg = chosen_recipe(state_arg)
+    settings = cfg.lora.model_copy(update={"targets": ARMS["recipe"], **lora})
+    adapters = {}
+    for seed in seeds:
+        summary = run_finetune(cfg.for_chunk(300).model_copy(update={"seed": seed, "lora": settings}))
+        adapters[name(seed)] = summary["adapter_dir"]
+        print("trained", name(seed), summary["adapter_dir"], summary["metrics"], flush=True)
+    return data, adapters
+
+
+def score_adapters(data: dict, adapters: dict[str, str], prefix: str, reference: str) -> dict[str, dict]:
+    """Each adapter alone (row name → adapter dir), causal greedy at 300 ms, live feeding, on the real dev split and
+    the synthetic dev set, in one run per set; one report per set (``selection/<prefix>[_synthetic]``)."""
+    from evaluation.report import evaluate_systems, write_report
+    from evaluation.sets import describe, load_split
+    from evaluation.systems import SystemSpec
+
+    results = {}
+    for key, dataset in zip(SETS, (data["real"], data["kokoro_dev"])):
+        units = load_split([dataset], ["dev"])
+        specs = [SystemSpec(name, "causal", 300, adapter_dir=path) for name, path in adapters.items()]
+        results[key] = evaluate_systems(specs, units, test_set=describe([dataset], ["dev"], units),
+                                        reference=reference)
+        results[key]["command"] = " ".join(["python", *sys.argv])
+        write_report(results[key], SELECTION, set_report_path(prefix, key).stem)
+    return results
+
+
+def set_report_path(prefix: str, key: str) -> Path:
+    """The report of one dev set that holds every seed's rows (``selection/<prefix>[_synthetic].json``)."""
+    return SELECTION / f"{prefix}{'' if key == 'real' else '_synthetic'}.json"
 
 
 def report_path(prefix: str, key: str, seed: int) -> Path:

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 from benchmarks.common import rule_text  # noqa: E402
+from benchmarks.seed_arms import score_adapters, set_report_path  # noqa: E402
 
 SELECTION = Path(__file__).resolve().parent / "results" / "selection"
 PREFIX = "dev_seed_soup"
@@ -53,21 +54,12 @@ def soup_name(label: str) -> str:
     return f"300 ms, {label}"
 
 
-def train(state_arg: str, seeds: tuple[int, ...]) -> tuple[dict, dict[str, str]]:
+def train(state_arg: str) -> tuple[dict, dict[str, str]]:
     """(dataset versions, {row name: adapter dir}) for the recipe at every seed and every soup."""
-    from benchmarks.distill import chosen_recipe
-    from benchmarks.lora_targets import ARMS
-    from training.causal.run import run_finetune
+    from benchmarks.seed_arms import train_recipe
     from training.lora.soup import soup_adapters
 
-    data, _, cfg = chosen_recipe(state_arg)
-    adapters = {}
-    for seed in seeds:
-        run_cfg = cfg.for_chunk(300).model_copy(
-            update={"seed": seed, "lora": cfg.lora.model_copy(update={"targets": ARMS["recipe"]})})
-        summary = run_finetune(run_cfg)
-        adapters[recipe_name(seed)] = summary["adapter_dir"]
-        print("trained", recipe_name(seed), summary["adapter_dir"], summary["metrics"], flush=True)
+    data, adapters = train_recipe(state_arg, recipe_name, SEEDS)
     root = Path(state_arg).resolve().parent / "soup"
     for label, members in SOUPS.items():
         out = root / f"causal-tiny.en-300ms-{label.replace(' ', '-')}"
@@ -99,10 +91,6 @@ def choose(results: dict[str, dict], seeds: tuple[int, ...] = SEEDS) -> dict:
             "seeds": list(seeds), **out, "rule": rule_text(__doc__)}
 
 
-def report_path(key: str) -> Path:
-    return SELECTION / f"{PREFIX}{'' if key == 'real' else '_synthetic'}.json"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
@@ -110,24 +98,12 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.choose_only:
-        choice = choose({key: json.loads(report_path(key).read_text()) for key in SETS})
+        choice = choose({key: json.loads(set_report_path(PREFIX, key).read_text()) for key in SETS})
         previous = json.loads((SELECTION / f"{PREFIX}_choice.json").read_text())
         choice = previous | choice
     else:
-        from evaluation.report import evaluate_systems, write_report
-        from evaluation.sets import describe, load_split
-        from evaluation.systems import SystemSpec
-
-        data, adapters = train(args.state, SEEDS)
-        results = {}
-        for key, dataset in zip(SETS, (data["real"], data["kokoro_dev"])):
-            units = load_split([dataset], ["dev"])
-            specs = [SystemSpec(name, "causal", 300, adapter_dir=path) for name, path in adapters.items()]
-            results[key] = evaluate_systems(specs, units, test_set=describe([dataset], ["dev"], units),
-                                            reference=recipe_name(SEEDS[0]))
-            results[key]["command"] = " ".join(["python", *sys.argv])
-            write_report(results[key], SELECTION, report_path(key).stem)
-        choice = choose(results) | {
+        data, adapters = train(args.state)
+        choice = choose(score_adapters(data, adapters, PREFIX, recipe_name(SEEDS[0]))) | {
             "adapters": adapters, "datasets": {k: data[k] for k in ("synth", "kokoro_train", "real", "kokoro_dev")},
             "command": " ".join(["python", *sys.argv])}
     (SELECTION / f"{PREFIX}_choice.json").write_text(json.dumps(choice, indent=1) + "\n")
