@@ -24,7 +24,6 @@ resampled together). Rank 8 replaces 32 in the recipe only where its pooled real
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -34,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 from benchmarks.common import rule_text  # noqa: E402
-from benchmarks.seed_arms import score_adapters, set_report_path  # noqa: E402
+from benchmarks.seed_arms import set_report_path, trained_arm_cli  # noqa: E402
 
 SELECTION = Path(__file__).resolve().parent / "results" / "selection"
 PREFIX = "dev_lora_rank"
@@ -73,23 +72,7 @@ def choose() -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
-    parser.add_argument("--choose-only", action="store_true", help="the rule over the committed reports")
-    args = parser.parse_args()
-
-    extra: dict = {}
-    if args.choose_only:
-        extra = {k: v for k, v in json.loads((SELECTION / f"{PREFIX}_choice.json").read_text()).items()
-                 if k in ("adapters", "datasets")}
-    else:
-        data, adapters = train(args.state)
-        score_adapters(data, adapters, PREFIX, row_name(SEEDS[0]))
-        extra = {"adapters": adapters, "datasets": {k: data[k] for k in ("synth", "kokoro_train", "real",
-                                                                         "kokoro_dev")}}
-    choice = choose() | extra | {"command": " ".join(["python", *sys.argv])}
-    (SELECTION / f"{PREFIX}_choice.json").write_text(json.dumps(choice, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in choice.items() if k != "rule"}, indent=1))
+    trained_arm_cli(__doc__, PREFIX, train, choose, row_name(SEEDS[0]))
 
 
 if __name__ == "__main__":

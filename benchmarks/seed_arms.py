@@ -64,10 +64,11 @@ def pooled(by_seed: dict[int, dict], seeds: tuple[int, ...]) -> tuple[list[dict]
 
 
 def train_recipe(state_arg: str, name: Callable[[int], str], seeds: tuple[int, ...] = SEEDS,
-                 **lora) -> tuple[dict, dict[str, str]]:
+                 update: dict | None = None, **lora) -> tuple[dict, dict[str, str]]:
     """(dataset versions, {name(seed): adapter dir}): the 300 ms recipe (``benchmarks.distill.chosen_recipe`` with
     ``lora_targets.py``'s recipe targets, so the same config as its recipe arm) at every seed, with the LoRA settings
-    ``lora`` over it (none: the recipe itself). A finished run is reused by run key."""
+    ``lora`` and the config fields ``update`` over it (none: the recipe itself). A finished run is reused by run
+    key."""
     from benchmarks.distill import chosen_recipe
     from benchmarks.lora_targets import ARMS
     from training.causal.run import run_finetune
@@ -76,7 +77,8 @@ def train_recipe(state_arg: str, name: Callable[[int], str], seeds: tuple[int, .
     settings = cfg.lora.model_copy(update={"targets": ARMS["recipe"], **lora})
     adapters = {}
     for seed in seeds:
-        summary = run_finetune(cfg.for_chunk(300).model_copy(update={"seed": seed, "lora": settings}))
+        summary = run_finetune(cfg.for_chunk(300).model_copy(update={**(update or {}), "seed": seed,
+                                                                     "lora": settings}))
         adapters[name(seed)] = summary["adapter_dir"]
         print("trained", name(seed), summary["adapter_dir"], summary["metrics"], flush=True)
     return data, adapters
@@ -181,3 +183,26 @@ def arms_cli(doc: str, prefix: str, arms: dict[str, dict], name: Callable[[str, 
     if not args.choose_only:
         score_arms(args.state, prefix, arms, name, recipe=recipe)
     return pooled_choice(scored_rows(prefix, list(arms), name, recipe=recipe))
+
+
+def trained_arm_cli(doc: str, prefix: str, train: Callable[[str], tuple[dict, dict[str, str]]],
+                    choose: Callable[[], dict], reference: str) -> dict:
+    """The command line of a recipe arm that trains its own adapters (``--state``, ``--choose-only``): train and
+    score them unless only choosing, then ``choose()`` over the reports; the choice (with the adapters and dataset
+    versions it was made on) is written to ``selection/<prefix>_choice.json`` and returned."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
+    parser.add_argument("--choose-only", action="store_true", help="the rule over the committed reports")
+    args = parser.parse_args()
+    path = SELECTION / f"{prefix}_choice.json"
+    if args.choose_only:
+        extra = {k: v for k, v in json.loads(path.read_text()).items() if k in ("adapters", "datasets")}
+    else:
+        data, adapters = train(args.state)
+        score_adapters(data, adapters, prefix, reference)
+        extra = {"adapters": adapters, "datasets": {k: data[k] for k in ("synth", "kokoro_train", "real",
+                                                                         "kokoro_dev")}}
+    choice = choose() | extra | {"command": " ".join(["python", *sys.argv])}
+    path.write_text(json.dumps(choice, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in choice.items() if k != "rule"}, indent=1))
+    return choice

@@ -65,6 +65,26 @@ class AugmentSettings(BaseModel):
         return self
 
 
+class JoinSettings(BaseModel):
+    """Joined utterances (``training.causal.join``): with probability ``p`` a training clip is spoken on by 1 to
+    ``max_utterances`` - 1 other clips of the pool, ``gap_ms`` of silence apart, as one clip of at most ``max_s``
+    of speech. The synthetic training clips last 2-7 s; real speech runs on for up to 25 s, and the block-causal
+    adapter never saw those encoder positions or decoder contexts. Word and token times follow each clip."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    p: float = Field(0.0, ge=0, le=1, description="probability that a clip is joined with others (0: off)")
+    max_utterances: int = Field(4, ge=2, description="at most this many clips in one joined clip")
+    gap_ms: tuple[int, int] = Field((0, 500), description="silence added between two clips (each keeps its own)")
+    max_s: float = Field(24.0, gt=0, le=28, description="the joined speech ends by this (augmentation needs room)")
+
+    @model_validator(mode="after")
+    def _ranges(self) -> JoinSettings:
+        if not 0 <= self.gap_ms[0] <= self.gap_ms[1]:
+            raise ValueError(f"join.gap_ms: need 0 <= low <= high, got {self.gap_ms}")
+        return self
+
+
 class DistillSettings(BaseModel):
     """Distillation from the full-context teacher: at every supervised position whose target is a word
     token (not the "wait" EOT), a KL term between the student's next-token distribution (block-causal encoder,
@@ -99,6 +119,7 @@ class FinetuneConfig(JobConfig):
     margin_ms: int = Field(1000, ge=0, description="sample points up to the speech end plus this (silence)")
     lora: LoraSettings = LoraSettings()
     augment: AugmentSettings = AugmentSettings()
+    join: JoinSettings = JoinSettings()
     distill: DistillSettings = DistillSettings()
 
     val_every: int = Field(0, ge=0, description="streaming validation every N steps (0: at the end only)")

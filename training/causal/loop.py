@@ -26,6 +26,7 @@ import torch
 from configs.finetune import FinetuneConfig
 from training.causal.augment import augment
 from training.causal.data import TrainUtterance, collate, padded_mel, rank_batches, read_all
+from training.causal.join import join
 from training.causal.objective import SamplePointLoss
 from training.causal.validate import streaming_scores
 from training.lora import apply_lora, load_adapter, save_adapter, trainable_parameters
@@ -79,8 +80,12 @@ def step_batch(cfg: FinetuneConfig, utterances: list[TrainUtterance], mels: MelC
     batch_ids = rank_batches(len(utterances), world, rank, cfg.batch_size, cfg.seed, epoch)[index]
     chunk_ms = chunk_for_step(cfg, step)
     originals = [utterances[i] for i in batch_ids]
+    joined = originals
+    if cfg.join.p > 0:  # its own generator: a run without joins draws what it drew before they existed
+        join_rng = np.random.default_rng([cfg.seed, step, rank, 3])
+        joined = [join(u, utterances, cfg.join, join_rng) for u in originals]
     augment_rng = np.random.default_rng([cfg.seed, step, rank, 2])
-    batch_utts = [augment(u, cfg.augment, cfg.margin_ms, augment_rng) for u in originals]
+    batch_utts = [augment(u, cfg.augment, cfg.margin_ms, augment_rng) for u in joined]
     batch = collate(batch_utts, [mels(u, cached=u is o) for u, o in zip(batch_utts, originals)], chunk_ms=chunk_ms,
                     tau0_ms=cfg.resolved_tau0_ms, fraction=cfg.fraction_for(chunk_ms), margin_ms=cfg.margin_ms,
                     prefix=prefix, eot=eot, rng=np.random.default_rng([cfg.seed, step, rank])).to(device)
