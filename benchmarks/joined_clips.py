@@ -26,7 +26,6 @@ resampled together). Joined clips enter the recipe only where the pooled real-de
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -35,12 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 from benchmarks.common import rule_text  # noqa: E402
-from benchmarks.seed_arms import set_report_path, trained_arm_cli  # noqa: E402
+from benchmarks.seed_arms import SEEDS, trained_arm_cli  # noqa: E402
 
-SELECTION = Path(__file__).resolve().parent / "results" / "selection"
 PREFIX = "dev_joined_clips"
-SEEDS = (1, 2, 3, 4)
-SETS = ("real", "synthetic")
 JOIN = {"p": 0.5, "max_utterances": 4, "gap_ms": (0, 500), "max_s": 24.0}
 LENGTHS_S = ((0, 3), (3, 8), (8, 30))  # the clip-length bins of the descriptive breakdown
 
@@ -70,21 +66,13 @@ def by_length(rows: dict[int, dict]) -> dict[str, dict]:
 
 def choose() -> dict:
     """The rule of the module docstring over the committed reports."""
-    from benchmarks.seed_arms import SEED_SOUP, pooled
-    from evaluation.intervals import compare
+    from benchmarks.seed_arms import arm_chosen, arm_vs_recipe
 
-    out: dict = {}
-    for key in SETS:
-        rows = {r["name"]: r for r in json.loads(set_report_path(PREFIX, key).read_text())["systems"]}
-        arm_rows = {s: rows[row_name(s)] for s in SEEDS}
-        ref_rows = {s: SEED_SOUP.reference_row(key, s) for s in SEEDS}
-        arm_units, arm = pooled(arm_rows, SEEDS)
-        ref_units, ref = pooled(ref_rows, SEEDS)
-        out[key] = {"the recipe": ref | {"by_length": by_length(ref_rows)},
-                    "joined clips": arm | {"by_length": by_length(arm_rows)},
-                    "minus_recipe": compare(arm_units, ref_units, "wer", groups="recording")}
-    chosen = out["real"]["minus_recipe"]["ci95"][1] < 0 and out["synthetic"]["minus_recipe"]["ci95"][0] <= 0
-    return {"chosen_join": JOIN if chosen else None, "join": JOIN, "seeds": list(SEEDS), **out,
+    compared = arm_vs_recipe(PREFIX, row_name, SEEDS)
+    out = {key: {"the recipe": c["recipe"] | {"by_length": by_length(c["recipe_rows"])},
+                 "joined clips": c["arm"] | {"by_length": by_length(c["arm_rows"])},
+                 "minus_recipe": c["minus_recipe"]} for key, c in compared.items()}
+    return {"chosen_join": JOIN if arm_chosen(compared) else None, "join": JOIN, "seeds": list(SEEDS), **out,
             "rule": rule_text(__doc__)}
 
 

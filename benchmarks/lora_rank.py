@@ -24,7 +24,6 @@ resampled together). Rank 8 replaces 32 in the recipe only where its pooled real
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -33,13 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 from benchmarks.common import rule_text  # noqa: E402
-from benchmarks.seed_arms import set_report_path, trained_arm_cli  # noqa: E402
+from benchmarks.seed_arms import SEEDS, trained_arm_cli  # noqa: E402
 
-SELECTION = Path(__file__).resolve().parent / "results" / "selection"
 PREFIX = "dev_lora_rank"
-SEEDS = (1, 2, 3, 4)
 RANK = 8
-SETS = ("real", "synthetic")
 
 
 def row_name(seed: int) -> str:
@@ -57,18 +53,13 @@ def train(state_arg: str) -> tuple[dict, dict[str, str]]:
 
 def choose() -> dict:
     """The rule of the module docstring over the committed reports."""
-    from benchmarks.seed_arms import SEED_SOUP, pooled
-    from evaluation.intervals import compare
+    from benchmarks.seed_arms import arm_chosen, arm_vs_recipe
 
-    out: dict = {}
-    for key in SETS:
-        rows = {r["name"]: r for r in json.loads(set_report_path(PREFIX, key).read_text())["systems"]}
-        arm_units, arm = pooled({s: rows[row_name(s)] for s in SEEDS}, SEEDS)
-        ref_units, ref = pooled({s: SEED_SOUP.reference_row(key, s) for s in SEEDS}, SEEDS)
-        out[key] = {"rank 32 (the recipe)": ref, f"rank {RANK}": arm,
-                    "minus_recipe": compare(arm_units, ref_units, "wer", groups="recording")}
-    chosen = out["real"]["minus_recipe"]["ci95"][1] < 0 and out["synthetic"]["minus_recipe"]["ci95"][0] <= 0
-    return {"chosen_rank": RANK if chosen else 32, "seeds": list(SEEDS), **out, "rule": rule_text(__doc__)}
+    compared = arm_vs_recipe(PREFIX, row_name, SEEDS)
+    out = {key: {"rank 32 (the recipe)": c["recipe"], f"rank {RANK}": c["arm"], "minus_recipe": c["minus_recipe"]}
+           for key, c in compared.items()}
+    return {"chosen_rank": RANK if arm_chosen(compared) else 32, "seeds": list(SEEDS), **out,
+            "rule": rule_text(__doc__)}
 
 
 def main() -> None:

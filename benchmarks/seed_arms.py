@@ -206,3 +206,27 @@ def trained_arm_cli(doc: str, prefix: str, train: Callable[[str], tuple[dict, di
     path.write_text(json.dumps(choice, indent=1) + "\n")
     print(json.dumps({k: v for k, v in choice.items() if k != "rule"}, indent=1))
     return choice
+
+
+def arm_vs_recipe(prefix: str, name: Callable[[int], str], seeds: tuple[int, ...] = SEEDS,
+                  recipe: RecipeRuns = SEED_SOUP) -> dict[str, dict]:
+    """Per dev set: a trained arm's rows (``name(seed)`` in ``selection/<prefix>[_synthetic]``) and the recipe's
+    (``recipe``'s reference rows), each pooled over ``seeds``, and the paired pooled difference arm minus recipe
+    (an utterance's seeds resampled together)."""
+    from evaluation.intervals import compare
+
+    out: dict = {}
+    for key in SETS:
+        rows = {r["name"]: r for r in json.loads(set_report_path(prefix, key).read_text())["systems"]}
+        arm_rows = {s: rows[name(s)] for s in seeds}
+        ref_rows = {s: recipe.reference_row(key, s) for s in seeds}
+        (arm_units, arm), (ref_units, ref) = pooled(arm_rows, seeds), pooled(ref_rows, seeds)
+        out[key] = {"arm_rows": arm_rows, "recipe_rows": ref_rows, "arm": arm, "recipe": ref,
+                    "minus_recipe": compare(arm_units, ref_units, "wer", groups="recording")}
+    return out
+
+
+def arm_chosen(compared: dict[str, dict]) -> bool:
+    """The trained arms' rule: pooled real-dev difference with its interval below 0, synthetic not above 0."""
+    return (compared["real"]["minus_recipe"]["ci95"][1] < 0
+            and compared["synthetic"]["minus_recipe"]["ci95"][0] <= 0)
