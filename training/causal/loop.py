@@ -158,7 +158,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
 
     cfg = FinetuneConfig.model_validate(config["finetune"])
     setup = WorkerSetup(config, cfg.model, cfg.threads_per_worker)
-    rank, world, meta, run_id = setup.rank, setup.world, setup.meta, setup.run_id
+    rank, world, meta = setup.rank, setup.world, setup.meta
     device = get_device()
     model = setup.model
     apply_lora(model, cfg.lora, seed=cfg.seed)
