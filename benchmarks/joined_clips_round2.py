@@ -62,7 +62,7 @@ def train(state_arg: str) -> tuple[dict, dict[str, str]]:
 
 def choose() -> dict:
     """The rule of the module docstring over the committed reports."""
-    from benchmarks.seed_arms import SEED_SOUP, pooled
+    from benchmarks.seed_arms import SEED_SOUP, arm_chosen, pooled
     from evaluation.intervals import compare
 
     out: dict = {"replication": {}, "all_eight": {}}
@@ -78,11 +78,7 @@ def choose() -> dict:
                 "joined clips": arm_pooled | {"by_length": by_length({s: arm[s] for s in seeds})},
                 "minus_recipe": compare(arm_units, ref_units, "wer", groups="recording")}
 
-    def holds(look: str) -> bool:
-        return (out[look]["real"]["minus_recipe"]["ci95"][1] < 0
-                and out[look]["synthetic"]["minus_recipe"]["ci95"][0] <= 0)
-
-    verdicts = {look: holds(look) for look in out}
+    verdicts = {look: arm_chosen(out[look]) for look in out}
     return {"chosen_join": JOIN if all(verdicts.values()) else None, "holds": verdicts, "join": JOIN,
             "seeds": {"replication": list(NEW_SEEDS), "all_eight": list(SEEDS + NEW_SEEDS)}, **out,
             "rule": rule_text(__doc__)}

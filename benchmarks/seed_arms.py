@@ -172,14 +172,19 @@ def pooled_choice(rows: dict[str, dict[str, dict[int, dict]]], seeds: tuple[int,
     return out, qualifying
 
 
+def _cli_args(doc: str) -> argparse.Namespace:
+    """``--state`` and ``--choose-only`` (the choice from the reports already written), described by ``doc``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
+    parser.add_argument("--choose-only", action="store_true", help="the choice from the reports already written")
+    return parser.parse_args()
+
+
 def arms_cli(doc: str, prefix: str, arms: dict[str, dict], name: Callable[[str, int], str],
              recipe: RecipeRuns = LORA_TARGETS) -> tuple[dict, list]:
     """The command line of a decoding option with no settings of its own (``--state``, ``--choose-only``): score the
     arms unless only choosing, then :func:`pooled_choice` over the reports."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
-    parser.add_argument("--choose-only", action="store_true", help="the choice from the reports already written")
-    args = parser.parse_args()
+    args = _cli_args(doc)
     if not args.choose_only:
         score_arms(args.state, prefix, arms, name, recipe=recipe)
     return pooled_choice(scored_rows(prefix, list(arms), name, recipe=recipe))
@@ -190,10 +195,7 @@ def trained_arm_cli(doc: str, prefix: str, train: Callable[[str], tuple[dict, di
     """The command line of a recipe arm that trains its own adapters (``--state``, ``--choose-only``): train and
     score them unless only choosing, then ``choose()`` over the reports; the choice (with the adapters and dataset
     versions it was made on) is written to ``selection/<prefix>_choice.json`` and returned."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
-    parser.add_argument("--choose-only", action="store_true", help="the rule over the committed reports")
-    args = parser.parse_args()
+    args = _cli_args(doc)
     path = SELECTION / f"{prefix}_choice.json"
     if args.choose_only:
         extra = {k: v for k, v in json.loads(path.read_text()).items() if k in ("adapters", "datasets")}
