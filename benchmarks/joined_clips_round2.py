@@ -54,7 +54,7 @@ def train(state_arg: str) -> tuple[dict, dict[str, str]]:
 
     adapters: dict[str, str] = {}
     for seed in NEW_SEEDS:
-        data, recipe = train_recipe(state_arg, recipe_row, (seed,))
+        data, recipe = train_recipe(state_arg, recipe_row, (seed,), update={"join": JoinSettings(p=0)})
         _, joined = train_recipe(state_arg, joined_row, (seed,), update={"join": JoinSettings(**JOIN)})
         adapters |= recipe | joined
     return data, adapters

@@ -67,7 +67,8 @@ def train_recipe(state_arg: str, name: Callable[[int], str], seeds: tuple[int, .
                  update: dict | None = None, **lora) -> tuple[dict, dict[str, str]]:
     """(dataset versions, {name(seed): adapter dir}): the 300 ms recipe (``benchmarks.distill.chosen_recipe`` with
     ``lora_targets.py``'s recipe targets, so the same config as its recipe arm) at every seed, with the LoRA settings
-    ``lora`` and the config fields ``update`` over it (none: the recipe itself). A finished run is reused by run
+    ``lora`` and the config fields ``update`` over it (none: the recipe itself; joined clips are in it since
+    2026-11-30, so an arm asked before that pins ``join`` off for its recipe rows). A finished run is reused by run
     key."""
     from benchmarks.distill import chosen_recipe
     from benchmarks.lora_targets import ARMS
