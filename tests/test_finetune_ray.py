@@ -100,14 +100,21 @@ def test_flow_maps_chunk_sizes_and_reruns_from_cache(prefect_server, real_shards
     """The flow maps one Ray Train run per variant (a fixed chunk size, and the random-chunk adapter of the CLI's
     --random-chunk-ms with every utterance augmented in the Ray workers); a re-run hits the cache. Two variants, not
     three: each Ray Train run costs about a minute of start-up on this machine, and the fixed 300 ms size is trained
-    by the killed-worker drill above."""
-    from configs.finetune import AugmentSettings
+    by the killed-worker drill above. Both distil from a larger teacher (base, its own vocabulary), loaded and
+    checked in every worker as the base weights are."""
+    from configs.finetune import AugmentSettings, DistillSettings
     from flows.finetune_causal import run_finetune_flow
 
     cfg = _config(real_shards, tmp_path, mlflow_server, max_steps=2, checkpoint_every=2, validation_limit=1,
-                  experiment="test-flow", augment=AugmentSettings(p=1.0))
+                  experiment="test-flow", augment=AugmentSettings(p=1.0), distill=DistillSettings(teacher="base"))
     rows = run_finetune_flow(cfg, chunk_sizes=[200], random_chunk_ms=[100, 200])
     assert [r["variant"] for r in rows] == ["200ms", "rcs"] and all(r["status"] == "ok" for r in rows)
+    for r in rows:
+        run = client(mlflow_server).get_run(r["run_id"])
+        assert run.data.params["distill.teacher"] == "base"
+        shares = client(mlflow_server).get_metric_history(r["run_id"], "loss_kd_share")
+        assert len(shares) == 2 and all(0.5 < m.value <= 1.0 for m in shares)  # English text: mostly readable
+        assert all(m.value > 0 for m in client(mlflow_server).get_metric_history(r["run_id"], "loss_kd"))
     assert rows[0]["run_id"] != rows[1]["run_id"] and rows[1]["chunk_ms"] == 200
     assert "whisperline-causal-tiny.en-200ms" in {m.name for m in client(mlflow_server).search_registered_models()}
     n_runs = len(client(mlflow_server).search_runs([client(mlflow_server).get_experiment_by_name("test-flow")

@@ -14,7 +14,8 @@ base weights with the adapter switched off (``training.lora.adapters_off``), its
 each utterance's own frames (no batch padding), its decoder on the same token rows attending to every frame. At the
 positions whose target is a word token, ``loss = (1 - w) CE + w T² KL(teacher_T || student_T)``. The "wait" EOT
 positions are left to the cross-entropy alone: the teacher hears the next word there and would teach the student to
-guess it.
+guess it. A larger teacher (``DistillSettings.teacher``, e.g. base) is another model with its own vocabulary:
+``training.causal.teacher`` asks it on the same rows translated token by token, and carries its distribution back.
 
 Wrapped as an ``nn.Module`` whose ``forward`` returns the loss, so DDP (``ray.train.torch.prepare_model``) sees one
 forward per step and all-reduces the LoRA gradients once.
@@ -29,19 +30,25 @@ from torch import Tensor, nn
 from configs.finetune import DistillSettings
 from training.causal.data import SamplePointBatch
 from training.causal.samples import IGNORE
+from training.causal.teacher import VocabMap, kl_teacher_student
 from streaming.encoder import CausalEncoder
 from training.lora.adapter import adapters_off
 
 
 class SamplePointLoss(nn.Module):
-    def __init__(self, model: nn.Module, distill: DistillSettings | None = None, eot: int | None = None) -> None:
-        """``distill``: the distillation term's settings (None: cross-entropy alone)."""
+    def __init__(self, model: nn.Module, distill: DistillSettings | None = None, eot: int | None = None,
+                 teacher: tuple[nn.Module, VocabMap] | None = None) -> None:
+        """``distill``: the distillation term's settings (None: cross-entropy alone). ``teacher``: another model
+        and the map between its vocabulary and the student's (``training.causal.teacher``); None: the student's own
+        base weights with the adapter off."""
         super().__init__()
         distill = distill or DistillSettings(weight=0.0)
         if distill.weight and eot is None:
             raise ValueError("distillation needs the tokenizer's EOT id (its positions are not distilled)")
         self.model = model
         self.distill, self.eot = distill, eot
+        # a plain tuple, not a registered submodule: the teacher is frozen and no part of the adapter's state or DDP's
+        self._teacher = teacher
         self._encoders: dict[tuple[int, int], CausalEncoder] = {}
         self.last: dict[str, float] = {}  # the last forward's loss parts (for logging)
 
@@ -65,13 +72,26 @@ class SamplePointLoss(nn.Module):
         if utt_frames is None:
             raise ValueError("distillation needs each utterance's frame count (SamplePointBatch.utt_frames)")
         word = (labels != IGNORE) & (labels != self.eot)
+        if self._teacher is not None:  # the share of word positions the other vocabulary can teach
+            self.last["kd_share"] = 0.0  # set first on every path: every rank all-reduces the same keys in one order
         if not word.any():  # still reported: every rank all-reduces the same metrics
             self.last["kd"] = 0.0
             return ce, torch.tensor(n)
-        teacher = self.teacher_logits(mel, tokens, torch.where(word, labels, IGNORE), row_utt, utt_frames)
         t = self.distill.temperature
-        kd = F.kl_div(F.log_softmax(logits[word[labels != IGNORE]].float() / t, dim=-1),
-                      F.log_softmax(teacher.float() / t, dim=-1), log_target=True, reduction="batchmean") * t * t
+        if self._teacher is None:
+            teacher = self.teacher_logits(mel, tokens, torch.where(word, labels, IGNORE), row_utt, utt_frames)
+            kd = F.kl_div(F.log_softmax(logits[word[labels != IGNORE]].float() / t, dim=-1),
+                          F.log_softmax(teacher.float() / t, dim=-1), log_target=True, reduction="batchmean") * t * t
+        else:
+            model, vocab = self._teacher
+            t_tokens, t_labels, ok = vocab.rows(tokens, torch.where(word, labels, IGNORE))
+            self.last["kd_share"] = float((word & ok).sum()) / float(word.sum())
+            word = word & ok
+            if not word.any():
+                self.last["kd"] = 0.0
+                return ce, torch.tensor(n)
+            teacher = vocab.to_student(full_context_logits(model, mel, t_tokens, t_labels, row_utt, utt_frames), t)
+            kd = kl_teacher_student(teacher, F.log_softmax(logits[word[labels != IGNORE]].float() / t, dim=-1)) * t * t
         self.last["kd"] = float(kd.detach())
         w = self.distill.weight
         return (1 - w) * ce + w * kd, torch.tensor(n)
@@ -80,18 +100,28 @@ class SamplePointLoss(nn.Module):
     def teacher_logits(self, mel: Tensor, tokens: Tensor, labels: Tensor, row_utt: Tensor,
                        utt_frames: Tensor) -> Tensor:
         """The full-context teacher's logits at the supervised positions of ``labels`` (module docstring)."""
-        encoder = self.encoder_for(20, 20)  # its modules at full attention (mask=None): the block size is unused
         with adapters_off(self.model):
-            frames = torch.zeros(mel.shape[0], mel.shape[-1] // 2, self.model.dims.n_audio_state,
-                                 dtype=mel.dtype, device=mel.device)
-            for u, n in enumerate(utt_frames.tolist()):  # each utterance alone: batch padding must not leak in
-                frames[u, :n] = encoder(mel[u : u + 1, :, : 2 * n], mask=None)[0]
-            logits, _ = decoder_logits(self.model.decoder, tokens, labels, frames, row_utt, utt_frames[row_utt])
-        return logits
+            return full_context_logits(self.model, mel, tokens, labels, row_utt, utt_frames,
+                                       encoder=self.encoder_for(20, 20))
 
     def loss(self, batch: SamplePointBatch) -> tuple[Tensor, Tensor]:
         return self(batch.mel, batch.tokens, batch.labels, batch.row_utt, batch.row_frames, batch.chunk_ms,
                     batch.tau0_ms, batch.utt_frames)
+
+
+@torch.no_grad()
+def full_context_logits(model: nn.Module, mel: Tensor, tokens: Tensor, labels: Tensor, row_utt: Tensor,
+                        utt_frames: Tensor, encoder: CausalEncoder | None = None) -> Tensor:
+    """``model``'s logits at the supervised positions of ``labels``, its encoder at full attention over each
+    utterance's own frames (``mask=None``: the block size of the view is unused) and every row attending to all of
+    its utterance's frames."""
+    encoder = encoder or CausalEncoder(model.encoder, 20, 20, exact=False)
+    frames = torch.zeros(mel.shape[0], mel.shape[-1] // 2, model.dims.n_audio_state, dtype=mel.dtype,
+                         device=mel.device)
+    for u, n in enumerate(utt_frames.tolist()):  # each utterance alone: batch padding must not leak in
+        frames[u, :n] = encoder(mel[u : u + 1, :, : 2 * n], mask=None)[0]
+    logits, _ = decoder_logits(model.decoder, tokens, labels, frames, row_utt, utt_frames[row_utt])
+    return logits
 
 
 def _heads(x: Tensor, n_head: int) -> Tensor:
