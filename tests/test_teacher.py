@@ -11,15 +11,15 @@ import torch.nn.functional as F
 from whisper.tokenizer import get_tokenizer
 
 from configs.finetune import DistillSettings, FinetuneConfig, LoraSettings
-from training.causal.data import TrainUtterance, collate, padded_mel
 from training.causal.objective import SamplePointLoss
 from training.causal.samples import IGNORE, pad_rows, target_row
 from training.causal.teacher import VocabMap, kl_teacher_student, load_teacher
 from training.lora import apply_lora
 from training.weights import load_model
 
+from test_distill import TEXT, _batch as distill_batch
+
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-TEXT = " author of the danger trail philip steels etc"  # what cmu_arctic's first recording says
 N_VOCAB = 51864  # tiny.en
 
 
@@ -103,16 +103,11 @@ def test_kl_ignores_what_the_teacher_cannot_say():
 
 @pytest.fixture(scope="module")
 def batch(realspeech, student_tok):
+    """test_distill's batch: the recording and its transcript, and its first half with the first four tokens."""
     wav = sorted((realspeech / "cmu_arctic" / "wav").iterdir())[0]
     audio, rate = sf.read(wav, dtype="float32")
     assert rate == 16_000
-    tokens = student_tok.encode(TEXT)
-    ends = list(np.linspace(400, 2800, len(tokens)).astype(int))
-    utts = [TrainUtterance(key, "v", a, "x", tuple(t), tuple(e), (("x", 0, e[-1]),))
-            for key, a, t, e in (("a", audio, tokens, ends), ("b", audio[: len(audio) // 2], tokens[:4], ends[:4]))]
-    prefix = [*student_tok.sot_sequence, student_tok.no_timestamps]
-    return collate(utts, [padded_mel(u.audio, u.speech_end_ms, 1000, 80) for u in utts], chunk_ms=300, tau0_ms=600,
-                   fraction=0.5, margin_ms=1000, prefix=prefix, eot=student_tok.eot, rng=np.random.default_rng(1))
+    return distill_batch(audio, student_tok)
 
 
 def test_base_hears_the_words_it_teaches(batch, teacher, vocab, student_tok):
