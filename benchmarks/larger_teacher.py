@@ -17,6 +17,12 @@ feeding, on the real `dev` split and the synthetic dev set. The reference rows a
 ``joined_clips.py`` trained and scored them (the recipe since joined clips entered it; same data build, same engine
 defaults).
 
+(Run on 2026-11-30 and stopped after seed 1, `selection/dev_larger_teacher_first_look*`: 54.4 % on real dev
+against the recipe's 39.9 % at that seed, +14.5 points [+9.6, +19.8]; for the pooled difference to fall below 0 the
+other three seeds would have had to average more than 4.8 points better each (joined clips, the largest change
+adopted, averaged 2.3), so they were not spent; base is not adopted. The rule
+below is as committed before that run.)
+
 Rule, written before the run: WER pooled over the four seeds (one unit per seed and utterance, an utterance's seeds
 resampled together). base replaces the student's own weights as the teacher only where its pooled real-dev WER
 minus the recipe's has its 95 % interval below 0 and its pooled synthetic-dev difference does not have its interval
