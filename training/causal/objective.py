@@ -72,26 +72,23 @@ class SamplePointLoss(nn.Module):
         if utt_frames is None:
             raise ValueError("distillation needs each utterance's frame count (SamplePointBatch.utt_frames)")
         word = (labels != IGNORE) & (labels != self.eot)
-        if self._teacher is not None:  # the share of word positions the other vocabulary can teach
-            self.last["kd_share"] = 0.0  # set first on every path: every rank all-reduces the same keys in one order
+        if self._teacher is not None:  # another vocabulary: only the positions it can read are distilled
+            other, vocab = self._teacher
+            t_tokens, t_labels, ok = vocab.rows(tokens, torch.where(word, labels, IGNORE))
+            # before any return: every rank all-reduces the same keys in one order
+            self.last["kd_share"] = float((word & ok).sum()) / max(1.0, float(word.sum()))
+            word = word & ok
         if not word.any():  # still reported: every rank all-reduces the same metrics
             self.last["kd"] = 0.0
             return ce, torch.tensor(n)
         t = self.distill.temperature
         if self._teacher is None:
-            teacher = self.teacher_logits(mel, tokens, torch.where(word, labels, IGNORE), row_utt, utt_frames)
-            kd = F.kl_div(F.log_softmax(logits[word[labels != IGNORE]].float() / t, dim=-1),
-                          F.log_softmax(teacher.float() / t, dim=-1), log_target=True, reduction="batchmean") * t * t
+            teacher_logp = F.log_softmax(self.teacher_logits(mel, tokens, torch.where(word, labels, IGNORE), row_utt,
+                                                             utt_frames).float() / t, dim=-1)
         else:
-            model, vocab = self._teacher
-            t_tokens, t_labels, ok = vocab.rows(tokens, torch.where(word, labels, IGNORE))
-            self.last["kd_share"] = float((word & ok).sum()) / float(word.sum())
-            word = word & ok
-            if not word.any():
-                self.last["kd"] = 0.0
-                return ce, torch.tensor(n)
-            teacher = vocab.to_student(full_context_logits(model, mel, t_tokens, t_labels, row_utt, utt_frames), t)
-            kd = kl_teacher_student(teacher, F.log_softmax(logits[word[labels != IGNORE]].float() / t, dim=-1)) * t * t
+            teacher_logp = vocab.to_student(full_context_logits(other, mel, t_tokens, t_labels, row_utt, utt_frames), t)
+        student_logp = F.log_softmax(logits[word[labels != IGNORE]].float() / t, dim=-1)
+        kd = kl_teacher_student(teacher_logp, student_logp) * t * t
         self.last["kd"] = float(kd.detach())
         w = self.distill.weight
         return (1 - w) * ce + w * kd, torch.tensor(n)
