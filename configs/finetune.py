@@ -123,6 +123,10 @@ class FinetuneConfig(JobConfig):
     chunk_ms_choices: tuple[int, ...] | None = None
     sample_fraction: float | None = Field(None, gt=0, le=1, description="f̂; default: the paper's value per chunk")
     margin_ms: int = Field(1000, ge=0, description="sample points up to the speech end plus this (silence)")
+    # A learning curve over data size (issue 28) trains on nested subsets of the same datasets: each dataset's
+    # ceil(fraction·n) utterances whose keys hash lowest (training.causal.data.key_subset), so every seed sees the
+    # same subset and a larger fraction adds utterances to a smaller one's instead of swapping them.
+    train_fraction: float = Field(1.0, gt=0, le=1, description="share of each training dataset's utterances")
     lora: LoraSettings = LoraSettings()
     augment: AugmentSettings = AugmentSettings()
     join: JoinSettings = JoinSettings()

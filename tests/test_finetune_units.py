@@ -12,7 +12,7 @@ import torch
 from whisper.tokenizer import get_tokenizer
 
 from configs.finetune import FinetuneConfig, LoraSettings
-from training.causal.data import TrainUtterance, collate, padded_mel, rank_batches
+from training.causal.data import TrainUtterance, collate, key_subset, padded_mel, rank_batches
 from training.causal.objective import SamplePointLoss, decoder_logits
 from training.causal.samples import IGNORE, draw_sample_points, target_row, tokens_done, valid_boundaries
 from training.lora import AdapterError, adapter_state_dict, apply_lora, load_adapter, merge_adapter, save_adapter
@@ -207,6 +207,24 @@ def test_rank_batches_equal_counts_and_seeded():
     a, b = (sum(rank_batches(37, 2, r, 4, seed=3, epoch=0), []) for r in (0, 1))
     assert not set(a) & set(b)  # disjoint when there are enough items
     assert rank_batches(37, 2, 0, 4, seed=3, epoch=1) != rank_batches(37, 2, 0, 4, seed=3, epoch=0)
+
+
+def test_key_subset_is_nested_seed_free_and_keeps_order():
+    """A learning curve over data size: each fraction's utterances lie inside every larger fraction's, the counts are
+    ceil(fraction·n), the order is the dataset's, and nothing depends on a run's seed."""
+    utts = [_utt(f"u{i:03d}", np.zeros(160, np.float32), [1], [10]) for i in range(37)]
+    keys = {f: [u.key for u in key_subset(utts, f)] for f in (0.1, 0.25, 0.5, 1.0)}
+    assert {f: len(k) for f, k in keys.items()} == {0.1: 4, 0.25: 10, 0.5: 19, 1.0: 37}
+    assert set(keys[0.1]) < set(keys[0.25]) < set(keys[0.5]) < set(keys[1.0])
+    assert all(k == sorted(k) for k in keys.values())  # the dataset's order (sorted by key), not the hash's
+    assert keys[0.25] != [u.key for u in utts[:10]]  # a spread over the dataset, not its first keys
+    assert key_subset(utts, 1.0) is utts
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="fraction"):
+            key_subset(utts, bad)
+    assert FinetuneConfig(datasets=("d",), train_fraction=0.5).config_hash() != FinetuneConfig(datasets=("d",)).config_hash()
+    with pytest.raises(ValueError):
+        FinetuneConfig(datasets=("d",), train_fraction=0)
 
 
 def test_config_hash_and_chunk_defaults():

@@ -9,7 +9,9 @@ may be a local path or an ``s3://…`` URL (data/fs.py: dataset.json, the manife
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,9 +100,30 @@ def read_utterances(version_dir: str | Path, splits: Sequence[str]) -> list[Trai
     return sorted(out, key=lambda u: u.key)
 
 
-def read_all(version_dirs: Sequence[str], splits: Sequence[str], limit: int | None = None) -> list[TrainUtterance]:
-    utts = [u for d in version_dirs for u in read_utterances(d, splits)]
+def read_all(version_dirs: Sequence[str], splits: Sequence[str], limit: int | None = None,
+             fraction: float = 1.0) -> list[TrainUtterance]:
+    """Every dataset's utterances of ``splits`` (each dataset's :func:`key_subset` at ``fraction``), then the first
+    ``limit``."""
+    utts = [u for d in version_dirs for u in key_subset(read_utterances(d, splits), fraction)]
     return utts[:limit] if limit else utts
+
+
+def key_subset(utts: list[TrainUtterance], fraction: float) -> list[TrainUtterance]:
+    """The utterances of :func:`subset_keys`, in their order."""
+    if fraction == 1:
+        return utts
+    keep = subset_keys([u.key for u in utts], fraction)
+    return [u for u in utts if u.key in keep]
+
+
+def subset_keys(keys: Sequence[str], fraction: float) -> set[str]:
+    """The ceil(fraction·n) keys that hash lowest. Hashing keys, not drawing with the run's seed, keeps the subset
+    the same for every seed (a learning curve compares data sizes, not draws) and nested (each fraction's subset
+    lies inside every larger one's)."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    ranked = sorted(keys, key=lambda k: hashlib.sha256(k.encode()).hexdigest())
+    return set(ranked[: math.ceil(fraction * len(ranked))])
 
 
 def rank_batches(n_items: int, world: int, rank: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:

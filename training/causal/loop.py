@@ -197,7 +197,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
 
     tokenizer = setup.tokenizer
     prefix = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
-    utterances = read_all(cfg.datasets, cfg.splits)
+    utterances = read_all(cfg.datasets, cfg.splits, fraction=cfg.train_fraction)
     validation = ([u.as_eval_utterance() for u in read_all(cfg.validation_datasets, cfg.validation_splits,
                                                               cfg.validation_limit)]
                   if rank == 0 and cfg.validation_datasets else [])
@@ -218,6 +218,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     try:
         if start_step >= cfg.max_steps:  # restored a finished run: hand its checkpoint back as the result
             emit(start_step, {"step": start_step, "resumed_from_step": start_step}, with_checkpoint=True)
+        # the run's data size beside its config's train_fraction: the x axis of a learning curve over data size
+        setup.log({"train_utterances": len(utterances)}, start_step)
         if start_step:
             setup.log({"resumed_from_step": start_step}, start_step)
         for step in range(start_step, cfg.max_steps):
