@@ -97,8 +97,9 @@ def log_curve(tracking_uri: str, experiment: str, result: dict, adapters: dict[s
     mlflow = client(tracking_uri)
     run = mlflow.create_run(experiment_id(tracking_uri, experiment), run_name=CURVE_RUN,
                             tags={"whisperline.kind": "learning-curve", "evidence": f"selection/{PREFIX}*"})
-    for name, path in adapters.items():
-        mlflow.log_param(run.info.run_id, f"adapter.{name}", path)
+    for p in result["points"]:  # MLflow keys allow no commas: the adapters by fraction
+        mlflow.log_param(run.info.run_id, f"adapter.train_fraction_{p['train_fraction']}",
+                         adapters[row_name(p["train_fraction"], result["seed"])])
     mlflow.log_param(run.info.run_id, "seed", result["seed"])
     for p in result["points"]:
         metrics = {"train_fraction": p["train_fraction"]}
@@ -114,18 +115,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--curve-only", action="store_true", help="the curve from the reports already written")
     args = parser.parse_args()
 
     from benchmarks.distill import chosen_recipe
     from benchmarks.seed_arms import train_recipe
 
-    adapters: dict[str, str] = {}
-    for fraction in FRACTIONS:
-        data, trained = train_recipe(args.state, lambda s, f=fraction: row_name(f, s), (args.seed,),
-                                     update={"train_fraction": fraction})
-        adapters |= trained
-    adapters[before_refactor_row(args.seed)] = BEFORE_REFACTOR.adapter(args.seed)
-    results = score_adapters(data, adapters, PREFIX, reference=row_name(1.0, args.seed))
+    if args.curve_only:
+        data = json.loads(Path(args.state).read_text())["datasets"]
+        results = {k: json.loads(set_report_path(PREFIX, k).read_text()) for k in SETS}
+        adapters = {r["name"]: r["spec"]["adapter_dir"] for r in results["real"]["systems"]}
+    else:
+        adapters = {}
+        for fraction in FRACTIONS:
+            data, trained = train_recipe(args.state, lambda s, f=fraction: row_name(f, s), (args.seed,),
+                                         update={"train_fraction": fraction})
+            adapters |= trained
+        adapters[before_refactor_row(args.seed)] = BEFORE_REFACTOR.adapter(args.seed)
+        results = score_adapters(data, adapters, PREFIX, reference=row_name(1.0, args.seed))
     result = curve(results, data, args.seed)
     cfg = chosen_recipe(args.state)[2]
     result["mlflow"] = {"tracking_uri": cfg.tracking_uri, "experiment": cfg.experiment,
