@@ -157,7 +157,9 @@ def test_training_survives_a_dead_tracking_server_then_a_killed_pipeline(tmp_pat
     port = free_port()
     url, server = start_mlflow_server(tmp_path / "mlflow", backend_uri=postgres_uri, port=port)
     try:
-        every, max_steps = 2, 8  # down after step 3, killed after step 5: both mid-training, between checkpoints
+        # down after step 3, killed one step past the re-run's first own checkpoint: both mid-training, between
+        # checkpoints, with room to spare before the last step
+        every, max_steps = 2, 10
         profile = _drill_profile(tmp_path, max_steps, every, ["build_dataset", "finetune_causal"])
         cmd = [*WL, "pipeline", "--config", str(profile), "--tracking-uri", url]
         # MLflow's client retries bounded tighter than its defaults (minutes): a server shutting down can hold a
@@ -188,6 +190,11 @@ def test_training_survives_a_dead_tracking_server_then_a_killed_pipeline(tmp_pat
                                   start_new_session=True, stdout=subprocess.DEVNULL,
                                   stderr=open(tmp_path / "second.log", "wb"))
         _, seen = _wait_for_step(c, "drill-causal", down_at + 2, second)
+        # the first run may have logged and checkpointed one more step while its server was being stopped (a CI run
+        # saw it resume from 4 after going down at 3): kill after the re-run's own next checkpoint, so that the
+        # next re-run has a later one to resume from
+        first_resume = int(c.get_metric_history(run_id, "resumed_from_step")[0].value)
+        _, seen = _wait_for_step(c, "drill-causal", first_resume + every + 1, second)
         os.killpg(second.pid, signal.SIGKILL)
         second.wait()
         # the step it died after: the newest one it logged, read once the steps stop changing (Ray's workers are
