@@ -77,3 +77,49 @@ def test_bad_ranges_are_refused():
         AugmentSettings(speed=(1.1, 0.9))
     with pytest.raises(ValueError):
         AugmentSettings(p=1.5)
+
+
+def test_the_channel_band_limits_and_codes_without_moving_the_words(utt):
+    from scipy.signal import correlate, welch
+
+    from training.causal.augment import channel
+
+    s = AugmentSettings(lowpass_hz=(3400, 3400), highpass_hz=(200, 200), eq_db=(-6, 6), mp3_kbps=(24, 24))
+    clean = np.clip(utt.audio.astype(np.float32), -1, 1)
+    out = channel(clean, s, seed=5, p=1.0)  # every stage: filters, equalizer, MP3
+    assert out.shape == clean.shape and out.dtype == np.float32
+    assert not np.allclose(out, clean, atol=1e-3)
+    # no stage delays the speech: the cross-correlation peaks at lag 0 (±1 ms)
+    lags = np.arange(-len(clean) + 1, len(clean))
+    assert abs(int(lags[np.argmax(correlate(out, clean, method="fft"))])) <= 16
+    # the band above the low-pass edge is gone (telephone-like), the speech band is kept
+    f, p_in = welch(clean, 16000, nperseg=1024)
+    _, p_out = welch(out, 16000, nperseg=1024)
+    high, speech = f > 5000, (f > 400) & (f < 3000)
+    assert p_out[high].sum() / p_in[high].sum() < 0.05
+    assert 0.1 < p_out[speech].sum() / p_in[speech].sum() < 10
+    # seeded: the same seed gives the same channel, and the global generators are left as they were
+    state = np.random.get_state()[1].copy()
+    assert np.array_equal(channel(clean, s, seed=5, p=1.0), out)
+    assert np.array_equal(np.random.get_state()[1], state)
+
+
+def test_channel_p_applies_the_channel_inside_augment_and_zero_changes_nothing(utt):
+    base = dict(p=1, speed=(1, 1), lead_silence_ms=(0, 0), gain_db=(0, 0), snr_db=(80, 80), reverb_p=0)
+    plain = augment(utt, AugmentSettings(**base), 1000, np.random.default_rng(4))
+    # channel_p 0 draws nothing extra: runs trained before the channel existed replay exactly
+    again = augment(utt, AugmentSettings(**base, channel_p=0.0), 1000, np.random.default_rng(4))
+    assert np.array_equal(plain.audio, again.audio)
+    coded = augment(utt, AugmentSettings(**base, channel_p=1.0, lowpass_hz=(3400, 3400)), 1000,
+                    np.random.default_rng(4))
+    assert coded.token_end_ms == plain.token_end_ms and len(coded.audio) == len(plain.audio)
+    assert not np.allclose(coded.audio, plain.audio, atol=1e-3)
+
+
+def test_bad_channel_ranges_are_refused():
+    with pytest.raises(ValueError, match="band"):
+        AugmentSettings(highpass_hz=(20, 4000), lowpass_hz=(3400, 7500))
+    with pytest.raises(ValueError, match="band"):
+        AugmentSettings(lowpass_hz=(3400, 9000))
+    with pytest.raises(ValueError, match="mp3"):
+        AugmentSettings(mp3_kbps=(4, 32))
