@@ -103,8 +103,9 @@ def test_flow_maps_chunk_sizes_and_reruns_from_cache(prefect_server, real_shards
     """The flow maps one Ray Train run per variant (a fixed chunk size, and the random-chunk adapter of the CLI's
     --random-chunk-ms with every utterance augmented in the Ray workers, half of them through a microphone-and-codec
     channel); a re-run hits the cache. Two variants, not three: each Ray Train run costs about a minute of start-up
-    on this machine, and the fixed 300 ms size is trained by the killed-worker drill above. Both distil from a larger teacher (base, its own vocabulary), loaded and
-    checked in every worker as the base weights are, and both train on half the data (``train_fraction``)."""
+    on this machine, and the fixed 300 ms size is trained by the killed-worker drill above. Both distil from a larger
+    teacher (base, its own vocabulary), loaded and checked in every worker as the base weights are, and both train on
+    half the data (``train_fraction``)."""
     from configs.finetune import AugmentSettings, DistillSettings
     from flows.finetune_causal import run_finetune_flow
 
