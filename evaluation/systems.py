@@ -63,6 +63,9 @@ class SystemSpec:
     partials: str | None = None
     # two-pass: the verifier's partials end before its first open word with a token below this probability (None: off)
     partial_min_prob: float | None = None
+    # two-pass: a mid-stream pass finalises no word from its first open word with a token below this probability
+    # (None: off; the last pass decides the rest)
+    final_min_prob: float | None = None
     # two-pass: a pass also once this much audio, not all quiet, arrived since the last one (None: off)
     heartbeat_ms: int | None = None
     # two-pass: the last word is final too once the verifier's alignment ends it this far before the audio's end
@@ -203,6 +206,7 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                                 verifier_restart_whole=bool(spec.verifier_restart_whole),
                                 verifier_restart_long=spec.verifier_restart_long or 0,
                                 partial_min_prob=spec.partial_min_prob or 0.0,
+                                final_min_prob=spec.final_min_prob or 0.0,
                                 heartbeat_ms=spec.heartbeat_ms,
                                 hold_last_edge_ms=spec.hold_last_edge_ms,
                                 hold_digit_runs=bool(spec.hold_digit_runs)), "ours"

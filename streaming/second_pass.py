@@ -103,7 +103,8 @@ class TwoPassStreaming:
                  verifier_restart_words: int = 0, verifier_restart_distinct: int = 1,
                  verifier_restart_whole: bool = False, verifier_restart_long: int = 0,
                  partial_min_prob: float = 0.0, heartbeat_ms: int | None = None,
-                 hold_last_edge_ms: int | None = None, hold_digit_runs: bool = False) -> None:
+                 hold_last_edge_ms: int | None = None, hold_digit_runs: bool = False,
+                 final_min_prob: float = 0.0) -> None:
         if partials not in PARTIALS:
             raise ValueError(f"partials must be one of {PARTIALS}, got {partials!r}")
         self.partials = partials
@@ -146,6 +147,13 @@ class TwoPassStreaming:
         if not 0.0 <= partial_min_prob < 1.0:
             raise ValueError(f"partial_min_prob must be in [0, 1), got {partial_min_prob}")
         self.partial_min_prob = partial_min_prob
+        # a mid-stream pass finalises no word from its first open word with a token below this probability (0: off):
+        # finals are never revised, and a word the pass was unsure of is the one the next pass, or the last pass with
+        # the whole utterance, changes. The causal model agreeing does not vouch for it: two models can mishear the
+        # same audio alike (a name, a word the edge cut). The last pass decides every word left, as before
+        if not 0.0 <= final_min_prob < 1.0:
+            raise ValueError(f"final_min_prob must be in [0, 1), got {final_min_prob}")
+        self.final_min_prob = final_min_prob
         # a pass also runs once this much audio arrived since the last one, unless that audio is quiet (None: off).
         # ``_worth_a_pass`` alone stops asking once the causal engine writes nothing new and a pass found no open
         # word: on a list said aloud ("zero zero zero ...") the causal model goes quiet on the repeats, and every
@@ -209,6 +217,8 @@ class TwoPassStreaming:
                 # guess the same twice (unless this pass heard the word end clear of the audio's edge)
                 n = max(n, min(both, max(last, clear)))
             n = min(n, fresh)
+            if self.final_min_prob:
+                n = min(n, now.confident(self.final_min_prob))
             if self.hold_digit_runs:
                 n = min(n, digit_run_open(now.words))
         self.final_words += now.words[:n]
