@@ -64,7 +64,7 @@ class SystemSpec:
     # two-pass: the verifier's partials end before its first open word with a token below this probability (None: off)
     partial_min_prob: float | None = None
     # two-pass: a mid-stream pass finalises no word from its first open word with a token below this probability
-    # (None: off; the last pass decides the rest)
+    # (None: off; the last pass decides the rest; not adopted on dev: selection/dev_final_min_prob_choice.json)
     final_min_prob: float | None = None
     # two-pass: a pass also once this much audio, not all quiet, arrived since the last one (None: off)
     heartbeat_ms: int | None = None

@@ -14,6 +14,9 @@ words already final forced as the decoder prefix. A word becomes **final** when 
   causal model gets wrong), unless it is the last word of either pass (audio cut inside a word makes Whisper guess a
   shorter one). Off by default: chosen on the dev split (lower WER, higher latency).
 
+With ``final_min_prob`` neither makes a word final mid-stream from the first open word the pass was unsure of (a
+token below the threshold); the last pass decides it (off: not adopted on dev, ``dev_final_min_prob_choice.json``).
+
 A pass runs at most every ``every_ms`` and only when it can finalise something: a causal tail of at least two
 words that changed since the last pass (on dev: same WER and latency, RTF 0.18 → 0.14 at every chunk of 300 ms).
 With ``heartbeat_ms`` a pass also runs once that much audio, not all of it quiet, has arrived since the last one:
