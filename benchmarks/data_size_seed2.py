@@ -3,7 +3,7 @@
     python benchmarks/data_size_seed2.py --state outputs/bench-evaluation/state.json   # train 1 run, score, pool
     python benchmarks/data_size_seed2.py --pool-only                                   # the reading from the reports
     # → benchmarks/results/selection/dev_data_size_seed2* and dev_data_size_quarter_pooled.json
-    python benchmarks/data_size_seed2.py --fraction 0.5   # → dev_data_size_half_seed2*, dev_data_size_half_pooled.json
+    python benchmarks/data_size_seed2.py --fraction 0.5   # → dev_data_size_half_seed2*, ..._half_pooled.json
 
 Why: the learning curve (``data_size.py``, one seed) read "does not bind", but its 1/4 point was the nearest to
 binding: +3.5 points [−0.2, +7.0] on real dev against the all-data adapter, where the recipe's seeds spread over
@@ -58,23 +58,27 @@ POINTS = {0.25: ("dev_data_size_seed2", "dev_data_size_quarter_pooled.json", "qu
 SEEDS = (1, 2)
 
 
-def fresh_prefix(fraction: float, seeds: tuple[int, ...]) -> str:
-    """The report prefix of ``fraction`` trained at ``seeds`` other than (2,)."""
-    name = POINTS[fraction][2]
-    return f"dev_data_size_{name}_seeds{seeds[0]}-{seeds[-1]}"
+def reports(fraction: float, seeds: tuple[int, ...]) -> tuple[dict[int, str], str]:
+    """({seed: its dev report's prefix}, the pooled reading's file) of ``fraction`` pooled over ``seeds``: seeds 1
+    and 2 from the curve's report and the seed-2 report; fresh seeds from one report of their own."""
+    prefix, pooled_file, name = POINTS[fraction]
+    if seeds == SEEDS:
+        return {1: CURVE, 2: prefix}, pooled_file
+    fresh = f"dev_data_size_{name}_seeds{seeds[0]}-{seeds[-1]}"
+    return dict.fromkeys(seeds, fresh), f"{fresh}_pooled.json"
 
 
 def pool(fraction: float = 0.25, seeds: tuple[int, ...] = SEEDS) -> dict:
-    """The ``fraction`` pooled over ``seeds`` against the all-data recipe at the same seeds, per dev set: seeds 1
-    and 2 from the curve's report and the seed-2 report, other seeds from their own (:func:`fresh_prefix`)."""
+    """The ``fraction`` pooled over ``seeds`` against the all-data recipe at the same seeds, per dev set
+    (:func:`reports`)."""
     from evaluation.intervals import compare
 
-    prefix, _, name = POINTS[fraction]
-    reports = {1: CURVE, 2: prefix} if seeds == SEEDS else {s: fresh_prefix(fraction, seeds) for s in seeds}
+    name = POINTS[fraction][2]
+    per_seed = reports(fraction, seeds)[0]
     out: dict = {}
     for key in SETS:
         part = {}
-        for seed, report in reports.items():
+        for seed, report in per_seed.items():
             rows = json.loads(set_report_path(report, key).read_text())["systems"]
             part[seed] = next(r for r in rows if r["name"] == row_name(fraction, seed))
         everything = {s: RECIPE.reference_row(key, s) for s in seeds}
@@ -95,18 +99,16 @@ def main() -> None:
     parser.add_argument("--fraction", type=float, choices=sorted(POINTS), default=0.25)
     parser.add_argument("--seeds", default="2", help="2 (pooled with the curve's seed 1), or fresh seeds: 3,4")
     args = parser.parse_args()
-    prefix, pooled_file, name = POINTS[args.fraction]
+    name = POINTS[args.fraction][2]
     trained = tuple(int(s) for s in args.seeds.split(","))
     seeds = SEEDS if trained == (2,) else trained
-    if seeds != SEEDS:
-        prefix = fresh_prefix(args.fraction, seeds)
-        pooled_file = f"{prefix}_pooled.json"
+    per_seed, pooled_file = reports(args.fraction, seeds)
     if not args.pool_only:
         from benchmarks.seed_arms import train_recipe
 
         data, adapters = train_recipe(args.state, lambda s: row_name(args.fraction, s), trained,
                                       update={"train_fraction": args.fraction})
-        score_adapters(data, adapters, prefix, reference=row_name(args.fraction, trained[0]))
+        score_adapters(data, adapters, per_seed[trained[0]], reference=row_name(args.fraction, trained[0]))
     result = pool(args.fraction, seeds) | {"command": " ".join(["python", *sys.argv])}
     (SELECTION / pooled_file).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("real", "synthetic")} | {

@@ -46,18 +46,24 @@ def choose(selection: Path | None = None) -> dict:
     from benchmarks.common import RESULTS, _ci, scored_sets
 
     rows, missing = scored_sets(PREFIX, selection or RESULTS / "selection")
+
+    def per_set(name: str, metric: str) -> dict:
+        return {which: r[name][metric] for which, r in rows.items()}
+
+    def described(name: str) -> dict:
+        return {metric: per_set(name, metric) for metric in
+                ("wer", "word_latency_ms_median", "word_latency_ms_p90", "partial_rewrite_rate")}
+
     arms: dict[str, dict] = {}
     for value, name in ARMS.items():
         wer = {which: _ci(r, name, REFERENCE, "wer") for which, r in rows.items()}
-        latency = {which: r[name]["word_latency_ms_median"] for which, r in rows.items()}
-        arms[str(value)] = {
-            "wer": {which: r[name]["wer"] for which, r in rows.items()}, "wer_vs_served_ci95": wer,
-            "word_latency_ms_median": latency,
-            "word_latency_ms_p90": {which: r[name]["word_latency_ms_p90"] for which, r in rows.items()},
+        latency = per_set(name, "word_latency_ms_median")
+        arms[str(value)] = described(name) | {
+            "wer_vs_served_ci95": wer,
             "latency_vs_served_ci95": {which: _ci(r, name, REFERENCE, "word_latency_ms_median")
                                        for which, r in rows.items()},
-            "partial_rewrite_rate": {which: r[name]["partial_rewrite_rate"] for which, r in rows.items()},
-            "qualifies": (not missing and "real" in wer and wer["real"][1] < 0
+            # ``missing`` empty: real, synthetic and streams are all in ``wer``
+            "qualifies": (not missing and wer["real"][1] < 0
                           and all(wer[w][1] <= WER_MARGIN for w in ("synthetic", "streams"))
                           and latency["real"] <= REAL_LATENCY_MS and latency["streams"] <= STREAMS_LATENCY_MS)}
     qualifying = [v for v in ARMS if arms[str(v)]["qualifies"]]
@@ -67,11 +73,7 @@ def choose(selection: Path | None = None) -> dict:
         between = _ci(rows["real"], ARMS[0.5], ARMS[0.3], "wer")
         chosen = 0.5 if between[1] < 0 else 0.3
     return {"chosen_final_min_prob": chosen, "wer_margin": WER_MARGIN, "arms": arms, "sets_not_scored": missing,
-            "real_wer_0.5_vs_0.3_ci95": between, "served": {
-                "wer": {which: r[REFERENCE]["wer"] for which, r in rows.items()},
-                "word_latency_ms_median": {which: r[REFERENCE]["word_latency_ms_median"] for which, r in rows.items()},
-                "word_latency_ms_p90": {which: r[REFERENCE]["word_latency_ms_p90"] for which, r in rows.items()},
-                "partial_rewrite_rate": {which: r[REFERENCE]["partial_rewrite_rate"] for which, r in rows.items()}}}
+            "real_wer_0.5_vs_0.3_ci95": between, "served": described(REFERENCE)}
 
 
 if __name__ == "__main__":
