@@ -33,6 +33,7 @@ REAL_SPLITS = {"train": 0.0, "dev": 0.4, "test": 0.6}
 DOMINANT_SPEAKER_SHARE = 0.1
 KOKORO_TRAIN_REPEATS = 2  # each training sentence in 2 of the 22 training voices (CPU budget of one session)
 KOKORO_VOICES_REPEATS = 6  # the same training sentences in 6 of the 22 voices (benchmarks/training_text.py)
+PIPER_TRAIN_REPEATS = 2  # kokoro_train's sentences, each twice in the Piper voice (benchmarks/training_text.py)
 KOKORO_WORDNET_SENTENCES = 800  # WordNet usage examples, each once, in one of the 22 training voices (~45 min)
 
 
@@ -63,12 +64,13 @@ def real_corpus_links(shared_data: Path, out: Path) -> Path:
 
 def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, ...] = ()) -> dict[str, str]:
     """Every dataset version of the evaluation: {"synth", "kokoro_train", "kokoro_voices", "kokoro_wordnet",
-    "kokoro_dev", "real", "longform"} →
+    "piper_train", "kokoro_dev", "real", "longform"} →
     version dirs (``only``: just these; versions are content-addressed, so a later full build reuses them)."""
     from configs.pipeline import load_pipeline_config
     from data.synth import write_synthetic_corpus
     from data.kokoro_files import DEV_VOICES, fetch_kokoro, train_voices
     from data.tts_kokoro import kokoro_texts, write_kokoro_corpus
+    from data.tts_piper import write_piper_corpus
     from data.wordnet_text import sample_sentences
     from flows.build_dataset import run_build
 
@@ -88,6 +90,9 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, 
             out / "corpora" / "kokoro-wordnet",
             sample_sentences(KOKORO_WORDNET_SENTENCES, exclude=held_out_transcripts(shared_data)),
             train_voices(fetch_kokoro()), seed=2),
+        # a third synthesizer: kokoro_train's sentences in Piper's en_US-joe-medium (data.tts_piper)
+        "piper_train": lambda: write_piper_corpus(out / "corpora" / "piper-train",
+                                                  kokoro_texts("train") * PIPER_TRAIN_REPEATS, seed=1),
         "kokoro_dev": lambda: write_kokoro_corpus(out / "corpora" / "kokoro-dev",
                                                   kokoro_texts("dev") * len(DEV_VOICES), DEV_VOICES, seed=0),
         "real": lambda: real_corpus_links(shared_data, out),
@@ -104,6 +109,7 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, 
         "kokoro_train": base.model_copy(update={"name": "kokoro-train", "splits": {"train": 1.0}}),
         "kokoro_wordnet": base.model_copy(update={"name": "kokoro-wordnet", "splits": {"train": 1.0}}),
         "kokoro_voices": base.model_copy(update={"name": "kokoro-voices", "splits": {"train": 1.0}}),
+        "piper_train": base.model_copy(update={"name": "piper-train", "splits": {"train": 1.0}}),
         "kokoro_dev": base.model_copy(update={"name": "kokoro-dev", "splits": {"dev": 1.0}}),
         "real": base.model_copy(update={"name": "realspeech-eval", "split_by": "auto", "splits": REAL_SPLITS,
                                         "split_balance": "words",

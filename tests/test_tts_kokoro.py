@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from data import kokoro_files as kf
+from data import tts_corpus
 from data import tts_kokoro as kk
 from data.corpus import read_folder
 
@@ -60,7 +61,8 @@ def test_dev_and_train_are_disjoint(files):
     assert dev_texts and train_texts and not set(dev_texts) & set(train_texts)
     # the dev corpus speaks every dev sentence in every held-out voice: >= 3,000 words
     assert sum(len(t.split()) for t in dev_texts) * len(kf.DEV_VOICES) >= 3000
-    plans, _ = kk.plan_utterances(dev_texts * len(kf.DEV_VOICES), kf.DEV_VOICES)
+    plans, _ = tts_corpus.plan_utterances(dev_texts * len(kf.DEV_VOICES), kf.DEV_VOICES, 0, kk.SPEED,
+                                              kk.ENGINE)
     by_text: dict[str, set[str]] = {}
     for p in plans:
         by_text.setdefault(p.text, set()).add(p.voice)
@@ -130,10 +132,10 @@ def test_hash_mismatch_is_refused(tmp_path, monkeypatch):
 
 
 def test_clean_text():
-    assert kk.clean_text("  It\u2019s   fine \u2014 really. ") == ("It's fine - really.", None)
-    assert kk.clean_text("?!")[1] == "no words"
-    assert "cannot speak" in kk.clean_text("I like \U0001f600 a lot")[1]
-    assert "longer than" in kk.clean_text("word " * 200)[1]
+    assert tts_corpus.clean_text("  It\u2019s   fine \u2014 really. ") == ("It's fine - really.", None)
+    assert tts_corpus.clean_text("?!")[1] == "no words"
+    assert "cannot speak" in tts_corpus.clean_text("I like \U0001f600 a lot")[1]
+    assert "longer than" in tts_corpus.clean_text("word " * 200)[1]
 
 
 def test_whisper_understands_it(corpus):
