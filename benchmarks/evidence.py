@@ -33,7 +33,7 @@ REAL_SPLITS = {"train": 0.0, "dev": 0.4, "test": 0.6}
 DOMINANT_SPEAKER_SHARE = 0.1
 KOKORO_TRAIN_REPEATS = 2  # each training sentence in 2 of the 22 training voices (CPU budget of one session)
 KOKORO_VOICES_REPEATS = 6  # the same training sentences in 6 of the 22 voices (benchmarks/training_text.py)
-PIPER_TRAIN_REPEATS = 2  # kokoro_train's sentences, each twice in the Piper voice (benchmarks/training_text.py)
+PIPER_TRAIN_REPEATS = 2  # kokoro_train's sentences, each twice in the Piper voice (benchmarks/piper_source.py)
 KOKORO_WORDNET_SENTENCES = 800  # WordNet usage examples, each once, in one of the 22 training voices (~45 min)
 
 

