@@ -82,6 +82,11 @@ class SystemSpec:
     # two-pass: a mid-stream pass ends before a word that says the word before it again ending where it ends
     # (None/False: off; not adopted on dev, a spoken-digit list lost words: selection/dev_verifier_doubled_choice.json)
     verifier_cut_doubled: bool | None = None
+    # causal and two-pass: a segment of the stream ends at the first quiet chunk past this much audio (None: the
+    # segmenter's default, streaming.segmented.SEGMENT_MS) and the recognizer starts afresh (streaming.segmented)
+    segment_ms: int | None = None
+    # ... a chunk within this many dB of the segment's quietest is quiet too (None: the absolute test alone)
+    quiet_margin_db: float | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
     def as_dict(self) -> dict[str, Any]:
@@ -164,7 +169,8 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
     if spec.kind in ("causal", "two-pass"):
         from streaming.segmented import Segmented
 
-        recognizer = Segmented(recognizer)
+        segments = {"segment_ms": spec.segment_ms} if spec.segment_ms is not None else {}
+        recognizer = Segmented(recognizer, **segments, quiet_margin_db=spec.quiet_margin_db)
     return recognizer, source
 
 

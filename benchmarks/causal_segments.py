@@ -1,0 +1,160 @@
+"""Shorter segments for the causal adapter alone (the partials), ended at a pause relative to the room's noise
+floor, decided on dev.
+
+    python benchmarks/evaluation.py data --datasets synth,kokoro_train,kokoro_dev,real   # the state's datasets
+    python benchmarks/causal_segments.py --state outputs/bench-evaluation/state.json
+    python benchmarks/causal_segments.py --choose-only   # the rule over the reports already written
+    # → benchmarks/results/selection/dev_causal_segments*
+
+Why: read per utterance, a third of the causal adapter's errors above offline faster-whisper's on real dev are one
+recording (``dev_joined_clips_round2``, seeds 5-8 with joined clips: 113 errors above offline in all, 37.5 of them
+on the 25 s spontaneous monologue mfa_cold_corpus3, where the decoder stops after 8-35 words and waits for the
+rest of the recording; the stall guard, which forces writes, was not separably better: README "Stall guard").
+The adapter was trained on clean synthetic clips of 2-7 s, half of them joined up to four at a time (<= 24 s,
+silent gaps), and the 8-15 s real clips are where it is furthest from offline (``training.causal.join``: 3x).
+``streaming.segmented.Segmented`` starts the recognizer afresh at the first quiet chunk past ``segment_ms``
+(24 s by default), but its quiet test is absolute (-45 dBFS) and that recording's pauses sit at -40 to -44 dBFS:
+it is never cut. A shorter segment with a quiet test relative to the segment's quietest chunk
+(``quiet_margin_db``) gives the decoder fresh context at a pause, as at the start of a training clip. It cannot
+change an utterance shorter than ``segment_ms``. Arms: 8 s and 12 s, margin 6 dB (chosen before the run, not
+tuned).
+
+Arms on the recipe's 300 ms adapters at seeds 1 and 2, trained here by ``seed_arms.train_recipe`` (the recipe
+itself), causal greedy at 300 ms with the engine's defaults, scored beside the reference (the same adapters, the
+default segmentation) in the same run: real `dev` and synthetic dev with live feeding, the continuous dev streams
+(each dev speaker's utterances joined, 20-120 s, ``benchmarks.longform.dev_streams``) with fixed feeding.
+
+Rule, written before the run: WER pooled over the two seeds (an utterance's, or stream's, seeds resampled together).
+An arm qualifies where its pooled real-dev WER minus the reference's has its 95 % interval below 0, its pooled
+synthetic-dev and dev-stream differences do not have their intervals above 0, and the mean over the seeds of its
+median final-word latency on real dev is at most 100 ms above the reference's. Of the qualifying arms the one with
+the lowest pooled real-dev WER becomes the causal systems' segmentation (``SystemSpec.segment_ms`` /
+``quiet_margin_db`` of the pipeline's causal candidates and the evaluation's causal rows); two-pass recognizers keep
+theirs (not asked here). If none qualifies, the default segmentation stays. p90 latencies are reported, not judged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import rule_text  # noqa: E402
+from benchmarks.seed_arms import SELECTION, pooled  # noqa: E402
+
+PREFIX = "dev_causal_segments"
+SEEDS = (1, 2)
+REFERENCE = "default segments"
+ARMS = {REFERENCE: {}, "8 s, 6 dB": {"segment_ms": 8000, "quiet_margin_db": 6.0},
+        "12 s, 6 dB": {"segment_ms": 12000, "quiet_margin_db": 6.0}}
+SETS = ("real", "synthetic", "streams")
+LATENCY_MARGIN_MS = 100.0
+
+
+def adapter_name(seed: int) -> str:
+    return f"300 ms recipe, seed {seed}"
+
+
+def name(label: str, seed: int) -> str:
+    return f"300 ms recipe, seed {seed}, {label}"
+
+
+def report_path(key: str, seed: int) -> Path:
+    return SELECTION / f"{PREFIX}{'' if key == 'real' else '_' + key}_seed{seed}.json"
+
+
+def score(state_path: str) -> dict:
+    """Train (or reuse, by run key) the recipe's adapters, then every arm on every set and seed; one report each."""
+    from benchmarks.longform import dev_streams
+    from benchmarks.seed_arms import train_recipe
+    from evaluation.report import evaluate_systems, write_report
+    from evaluation.sets import describe, load_split
+    from evaluation.systems import SystemSpec
+
+    data, adapters = train_recipe(state_path, adapter_name, seeds=SEEDS)
+    state = json.loads(Path(state_path).read_text())
+    sets = {}
+    for key, dataset in (("real", data["real"]), ("synthetic", data["kokoro_dev"])):
+        units = load_split([dataset], ["dev"])
+        sets[key] = (units, describe([dataset], ["dev"], units), True)
+    units, described = dev_streams(state)
+    sets["streams"] = (units, described, False)
+    for key, (units, described, live) in sets.items():
+        for seed in SEEDS:
+            specs = [SystemSpec(name(label, seed), "causal", 300, adapter_dir=adapters[adapter_name(seed)], **fields)
+                     for label, fields in ARMS.items()]
+            result = evaluate_systems(specs, units, test_set=described, reference=specs[0].name, live=live)
+            result["command"] = " ".join(["python", *sys.argv])
+            write_report(result, SELECTION, report_path(key, seed).stem)
+    return {"adapters": adapters, "datasets": {k: data[k] for k in ("synth", "kokoro_train", "real", "kokoro_dev")}}
+
+
+def choose() -> dict:
+    """The rule of the module docstring over the reports."""
+    from evaluation.intervals import compare
+
+    out: dict = {}
+    for key in SETS:
+        rows = {}
+        for seed in SEEDS:
+            report = {r["name"]: r for r in json.loads(report_path(key, seed).read_text())["systems"]}
+            for label in ARMS:
+                rows.setdefault(label, {})[seed] = report[name(label, seed)]
+        ref_units, _ = pooled(rows[REFERENCE], SEEDS)
+        out[key] = {}
+        for label, by_seed in rows.items():
+            units, entry = pooled(by_seed, SEEDS)
+            entry["per_seed_word_latency_ms_median"] = {str(s): by_seed[s]["word_latency_ms_median"] for s in SEEDS}
+            entry["per_seed_word_latency_ms_p90"] = {str(s): by_seed[s]["word_latency_ms_p90"] for s in SEEDS}
+            entry["per_seed_partial_rewrite_rate"] = {str(s): by_seed[s]["partial_rewrite_rate"] for s in SEEDS}
+            if label != REFERENCE:
+                entry["minus_reference"] = compare(units, ref_units, "wer", groups="recording")
+            out[key][label] = entry
+
+    def mean_latency(label: str) -> float:
+        values = list(out["real"][label]["per_seed_word_latency_ms_median"].values())
+        return sum(values) / len(values)
+
+    verdicts = {}
+    for label in ARMS:
+        if label == REFERENCE:
+            continue
+        real = out["real"][label]["minus_reference"]["ci95"]
+        verdicts[label] = {
+            "real_dev_lower": real[1] < 0,
+            "synthetic_not_worse": out["synthetic"][label]["minus_reference"]["ci95"][0] <= 0,
+            "streams_not_worse": out["streams"][label]["minus_reference"]["ci95"][0] <= 0,
+            "latency_minus_reference_ms": mean_latency(label) - mean_latency(REFERENCE),
+        }
+        verdicts[label]["qualifies"] = (verdicts[label]["real_dev_lower"] and verdicts[label]["synthetic_not_worse"]
+                                        and verdicts[label]["streams_not_worse"]
+                                        and verdicts[label]["latency_minus_reference_ms"] <= LATENCY_MARGIN_MS)
+    qualifying = sorted((a for a, v in verdicts.items() if v["qualifies"]), key=lambda a: out["real"][a]["wer_pooled"])
+    return {"chosen": qualifying[0] if qualifying else REFERENCE,
+            "chosen_fields": ARMS[qualifying[0]] if qualifying else {}, "verdicts": verdicts, "seeds": list(SEEDS),
+            "arms": ARMS, **out}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
+    parser.add_argument("--choose-only", action="store_true", help="the choice from the reports already written")
+    args = parser.parse_args()
+    path = SELECTION / f"{PREFIX}_choice.json"
+    if args.choose_only:
+        extra = {k: v for k, v in json.loads(path.read_text()).items() if k in ("adapters", "datasets")}
+    else:
+        extra = score(args.state)
+    choice = choose() | extra | {"rule": rule_text(__doc__), "command": " ".join(["python", *sys.argv])}
+    path.write_text(json.dumps(choice, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in choice.items() if k not in ("rule", *SETS)}, indent=1))
+    for key in SETS:
+        for label, entry in choice[key].items():
+            print(key, label, round(100 * entry["wer_pooled"], 2), entry.get("minus_reference"))
+
+
+if __name__ == "__main__":
+    main()
