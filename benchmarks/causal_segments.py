@@ -4,6 +4,7 @@ floor, decided on dev.
     python benchmarks/evaluation.py data --datasets synth,kokoro_train,kokoro_dev,real   # the state's datasets
     python benchmarks/causal_segments.py --state outputs/bench-evaluation/state.json
     python benchmarks/causal_segments.py --choose-only   # the rule over the reports already written
+    python benchmarks/causal_segments.py --round 2       # round 2's arms on the same adapters (below)
     # → benchmarks/results/selection/dev_causal_segments*
 
 Why: read per utterance, a third of the causal adapter's errors above offline faster-whisper's on real dev are one
@@ -31,6 +32,16 @@ median final-word latency on real dev is at most 100 ms above the reference's. O
 the lowest pooled real-dev WER becomes the causal systems' segmentation (``SystemSpec.segment_ms`` /
 ``quiet_margin_db`` of the pipeline's causal candidates and the evaluation's causal rows); two-pass recognizers keep
 theirs (not asked here). If none qualifies, the default segmentation stays. p90 latencies are reported, not judged.
+
+Round 1 (8 s and 12 s): neither qualified (real dev -0.5 [-2.5, +0.2] and -0.3 [-1.2, 0.0] points; the arms changed
+the errors of two dev utterances: 8 s cut 8 of the 11 clips longer than 8 s, and six of them kept their errors,
+while the stalled monologue went 50 -> 38 errors at seed 1 and 30 -> 31 at seed 2); on the continuous dev streams
+8 s leaned better, 54.1 -> 49.4 % (-4.7 [-8.5, +2.8]).
+
+Round 2, prompted by that lean (a second look, written before its run): shorter segments still, 4 s and 6 s at the
+same 6 dB, on the same two adapters, scored the same way; the reference rows are round 1's (the same adapters, the
+default segmentation, the same sets and feeding). The same rule decides, over round 2's arms alone; a round-2 arm
+adopted is adopted as round 1's would have been.
 """
 
 from __future__ import annotations
@@ -50,6 +61,8 @@ SEEDS = (1, 2)
 REFERENCE = "default segments"
 ARMS = {REFERENCE: {}, "8 s, 6 dB": {"segment_ms": 8000, "quiet_margin_db": 6.0},
         "12 s, 6 dB": {"segment_ms": 12000, "quiet_margin_db": 6.0}}
+ROUND_ARMS = {2: {"4 s, 6 dB": {"segment_ms": 4000, "quiet_margin_db": 6.0},
+                  "6 s, 6 dB": {"segment_ms": 6000, "quiet_margin_db": 6.0}}}
 SETS = ("real", "synthetic", "streams")
 LATENCY_MARGIN_MS = 100.0
 
@@ -62,12 +75,19 @@ def name(label: str, seed: int) -> str:
     return f"300 ms recipe, seed {seed}, {label}"
 
 
-def report_path(key: str, seed: int) -> Path:
-    return SELECTION / f"{PREFIX}{'' if key == 'real' else '_' + key}_seed{seed}.json"
+def report_path(key: str, seed: int, round_: int = 1) -> Path:
+    rnd = "" if round_ == 1 else f"_round{round_}"
+    return SELECTION / f"{PREFIX}{rnd}{'' if key == 'real' else '_' + key}_seed{seed}.json"
 
 
-def score(state_path: str) -> dict:
-    """Train (or reuse, by run key) the recipe's adapters, then every arm on every set and seed; one report each."""
+def arms(round_: int) -> dict[str, dict]:
+    """The arms scored in ``round_`` (round 1's include the reference)."""
+    return ARMS if round_ == 1 else ROUND_ARMS[round_]
+
+
+def score(state_path: str, round_: int = 1) -> dict:
+    """Train (or reuse, by run key) the recipe's adapters, then every arm of ``round_`` on every set and seed; one
+    report each."""
     from benchmarks.longform import dev_streams
     from benchmarks.seed_arms import train_recipe
     from evaluation.report import evaluate_systems, write_report
@@ -85,24 +105,26 @@ def score(state_path: str) -> dict:
     for key, (units, described, live) in sets.items():
         for seed in SEEDS:
             specs = [SystemSpec(name(label, seed), "causal", 300, adapter_dir=adapters[adapter_name(seed)], **fields)
-                     for label, fields in ARMS.items()]
+                     for label, fields in arms(round_).items()]
             result = evaluate_systems(specs, units, test_set=described, reference=specs[0].name, live=live)
             result["command"] = " ".join(["python", *sys.argv])
-            write_report(result, SELECTION, report_path(key, seed).stem)
+            write_report(result, SELECTION, report_path(key, seed, round_).stem)
     return {"adapters": adapters, "datasets": {k: data[k] for k in ("synth", "kokoro_train", "real", "kokoro_dev")}}
 
 
-def choose() -> dict:
-    """The rule of the module docstring over the reports."""
+def choose(round_: int = 1) -> dict:
+    """The rule of the module docstring over the reports of ``round_`` (and round 1's reference rows)."""
     from evaluation.intervals import compare
 
     out: dict = {}
+    labels = {REFERENCE: 1, **{label: round_ for label in arms(round_)}}
     for key in SETS:
         rows = {}
         for seed in SEEDS:
-            report = {r["name"]: r for r in json.loads(report_path(key, seed).read_text())["systems"]}
-            for label in ARMS:
-                rows.setdefault(label, {})[seed] = report[name(label, seed)]
+            reports = {r: {row["name"]: row for row in json.loads(report_path(key, seed, r).read_text())["systems"]}
+                       for r in set(labels.values())}
+            for label, r in labels.items():
+                rows.setdefault(label, {})[seed] = reports[r][name(label, seed)]
         ref_units, _ = pooled(rows[REFERENCE], SEEDS)
         out[key] = {}
         for label, by_seed in rows.items():
@@ -119,7 +141,7 @@ def choose() -> dict:
         return sum(values) / len(values)
 
     verdicts = {}
-    for label in ARMS:
+    for label in labels:
         if label == REFERENCE:
             continue
         real = out["real"][label]["minus_reference"]["ci95"]
@@ -133,22 +155,24 @@ def choose() -> dict:
                                         and verdicts[label]["streams_not_worse"]
                                         and verdicts[label]["latency_minus_reference_ms"] <= LATENCY_MARGIN_MS)
     qualifying = sorted((a for a, v in verdicts.items() if v["qualifies"]), key=lambda a: out["real"][a]["wer_pooled"])
-    return {"chosen": qualifying[0] if qualifying else REFERENCE,
-            "chosen_fields": ARMS[qualifying[0]] if qualifying else {}, "verdicts": verdicts, "seeds": list(SEEDS),
-            "arms": ARMS, **out}
+    scored = {REFERENCE: ARMS[REFERENCE], **arms(round_)}
+    return {"round": round_, "chosen": qualifying[0] if qualifying else REFERENCE,
+            "chosen_fields": scored[qualifying[0]] if qualifying else {}, "verdicts": verdicts, "seeds": list(SEEDS),
+            "arms": scored, **out}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
     parser.add_argument("--choose-only", action="store_true", help="the choice from the reports already written")
+    parser.add_argument("--round", type=int, default=1, choices=(1, *ROUND_ARMS))
     args = parser.parse_args()
-    path = SELECTION / f"{PREFIX}_choice.json"
+    path = SELECTION / f"{PREFIX}{'' if args.round == 1 else f'_round{args.round}'}_choice.json"
     if args.choose_only:
         extra = {k: v for k, v in json.loads(path.read_text()).items() if k in ("adapters", "datasets")}
     else:
-        extra = score(args.state)
-    choice = choose() | extra | {"rule": rule_text(__doc__), "command": " ".join(["python", *sys.argv])}
+        extra = score(args.state, args.round)
+    choice = choose(args.round) | extra | {"rule": rule_text(__doc__), "command": " ".join(["python", *sys.argv])}
     path.write_text(json.dumps(choice, indent=1) + "\n")
     print(json.dumps({k: v for k, v in choice.items() if k not in ("rule", *SETS)}, indent=1))
     for key in SETS:
