@@ -88,18 +88,22 @@ class Segmented:
             return self.feed(samples[room:])
         hyp = self.inner.feed(samples)
         self._fed += len(samples)
-        level = dbfs(samples[-self._quiet_samples:])
-        if self._fed >= self.max_segment_samples or (self._fed >= self.segment_samples and self._quiet(level)):
+        if self._fed >= self.max_segment_samples:
             return self._end_segment()
-        self._floor_dbfs = min(self._floor_dbfs, level)
+        # the level is needed past segment_ms (the quiet test) and, with a margin, for the floor at every piece
+        if self._fed >= self.segment_samples or self.quiet_margin_db is not None:
+            level = dbfs(samples[-self._quiet_samples:])
+            if self._fed >= self.segment_samples and self._quiet(level):
+                return self._end_segment()
+            self._floor_dbfs = min(self._floor_dbfs, level)
         return Hypothesis(tuple(self._done) + hyp.committed, hyp.tentative)
 
     def _quiet(self, level: float) -> bool:
         """A piece's last chunk at ``level`` dBFS is quiet: below ``QUIET_DBFS``, or (``quiet_margin_db``) at most
-        the margin above the quietest chunk the segment has had (itself included)."""
+        the margin above the quietest chunk the segment has had before it (so a new quietest chunk is quiet)."""
         if level < QUIET_DBFS:
             return True
-        return self.quiet_margin_db is not None and level <= min(self._floor_dbfs, level) + self.quiet_margin_db
+        return self.quiet_margin_db is not None and level <= self._floor_dbfs + self.quiet_margin_db
 
     def _end_segment(self) -> Hypothesis:
         self._done += self.inner.finish().words

@@ -41,6 +41,19 @@ class ContextBound:
         return Hypothesis(tuple(self.words))
 
 
+def _segment_ends(seg: Segmented, audio: np.ndarray, piece: int = CHUNK_MS * 16) -> list[int]:
+    """Feed ``audio`` to ``seg`` in pieces of ``piece`` samples; the length (ms) of each segment ended."""
+    seg.reset()
+    ends = []
+    for start in range(0, len(audio), piece):
+        before = seg.segments
+        fed = seg.segment_fed_samples + len(audio[start:start + piece])
+        seg.feed(audio[start:start + piece])
+        if seg.segments > before:
+            ends.append(fed // 16)
+    return ends
+
+
 def _speech_with_pauses(total_s: int, speech_s: int, pause_s: int) -> tuple[np.ndarray, int]:
     """Noise bursts (``speech_s``) separated by digital silence (``pause_s``); the number of loud chunks."""
     rng = np.random.default_rng(0)
@@ -68,14 +81,7 @@ def test_a_segment_ends_at_the_first_quiet_chunk_past_segment_ms_else_at_the_max
     inner = ContextBound()
     seg = Segmented(inner, segment_ms=10_000, max_segment_ms=12_000)
     audio, _ = _speech_with_pauses(60, 11, 1)  # quiet from 11 s: the first segment ends there
-    seg.reset()
-    lengths = []
-    for start in range(0, len(audio), CHUNK_MS * 16):
-        before = seg.segments
-        fed = seg.segment_fed_samples + CHUNK_MS * 16
-        seg.feed(audio[start:start + CHUNK_MS * 16])
-        if seg.segments > before:
-            lengths.append(fed // 16)
+    lengths = _segment_ends(seg, audio)
     assert lengths[0] == 11_500  # 10 s reached inside speech: the segment goes on to the first quiet chunk
     loud = np.full(30 * SAMPLE_RATE, 0.1, dtype=np.float32)
     seg.reset()
@@ -95,21 +101,10 @@ def test_a_room_noise_floor_is_quiet_with_a_margin_and_never_without_one():
         audio[start_s * SAMPLE_RATE:(start_s + 3) * SAMPLE_RATE] *= 10
     assert -41 < dbfs(audio[3 * SAMPLE_RATE:4 * SAMPLE_RATE]) < -39
 
-    def ends(seg: Segmented) -> list[int]:
-        seg.reset()
-        out = []
-        for start in range(0, len(audio), CHUNK_MS * 16):
-            before = seg.segments
-            fed = seg.segment_fed_samples + len(audio[start:start + CHUNK_MS * 16])
-            seg.feed(audio[start:start + CHUNK_MS * 16])
-            if seg.segments > before:
-                out.append(fed // 16)
-        return out
-
     absolute = Segmented(ContextBound(), segment_ms=6_000, max_segment_ms=10_000)
-    assert ends(absolute)[:2] == [10_000, 10_000]  # never quiet: cut at the maximum, 2 s into a burst
+    assert _segment_ends(absolute, audio)[:2] == [10_000, 10_000]  # never quiet: cut at the maximum, in a burst
     relative = Segmented(ContextBound(), segment_ms=6_000, max_segment_ms=10_000, quiet_margin_db=6)
-    assert ends(relative)[:2] == [7_500, 8_000]  # the first chunk of the 7-8 s pause, then of the next one past 6 s
+    assert _segment_ends(relative, audio)[:2] == [7_500, 8_000]  # the first chunk of the 7-8 s pause, then of the next one past 6 s
     record = run_stream(Segmented(ContextBound(), segment_ms=6_000, quiet_margin_db=6), audio, CHUNK_MS)
     assert len(record.text.split()) == 80  # a word for every chunk above -45 dBFS (here all 80): none lost
     for bad in (-1, 21):
