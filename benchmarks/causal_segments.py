@@ -54,7 +54,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import rule_text  # noqa: E402
-from benchmarks.seed_arms import SELECTION, pooled  # noqa: E402
+from benchmarks.seed_arms import OFF, SELECTION, pooled_choice  # noqa: E402
 
 PREFIX = "dev_causal_segments"
 SEEDS = (1, 2)
@@ -113,50 +113,37 @@ def score(state_path: str, round_: int = 1) -> dict:
 
 
 def choose(round_: int = 1) -> dict:
-    """The rule of the module docstring over the reports of ``round_`` (and round 1's reference rows)."""
-    from evaluation.intervals import compare
-
-    out: dict = {}
+    """The rule of the module docstring over the reports of ``round_`` (and round 1's reference rows, under
+    ``seed_arms.OFF``), pooled by ``seed_arms.pooled_choice``."""
     labels = {REFERENCE: 1, **{label: round_ for label in arms(round_)}}
+    rows: dict = {}
     for key in SETS:
-        rows = {}
+        rows[key] = {}
         for seed in SEEDS:
             reports = {r: {row["name"]: row for row in json.loads(report_path(key, seed, r).read_text())["systems"]}
                        for r in set(labels.values())}
             for label, r in labels.items():
-                rows.setdefault(label, {})[seed] = reports[r][name(label, seed)]
-        ref_units, _ = pooled(rows[REFERENCE], SEEDS)
-        out[key] = {}
-        for label, by_seed in rows.items():
-            units, entry = pooled(by_seed, SEEDS)
-            entry["per_seed_word_latency_ms_median"] = {str(s): by_seed[s]["word_latency_ms_median"] for s in SEEDS}
-            entry["per_seed_word_latency_ms_p90"] = {str(s): by_seed[s]["word_latency_ms_p90"] for s in SEEDS}
-            entry["per_seed_partial_rewrite_rate"] = {str(s): by_seed[s]["partial_rewrite_rate"] for s in SEEDS}
-            if label != REFERENCE:
-                entry["minus_reference"] = compare(units, ref_units, "wer", groups="recording")
-            out[key][label] = entry
+                rows[key].setdefault(OFF if label == REFERENCE else label, {})[seed] = reports[r][name(label, seed)]
+    out, _ = pooled_choice(rows, SEEDS, SETS)
 
     def mean_latency(label: str) -> float:
         values = list(out["real"][label]["per_seed_word_latency_ms_median"].values())
         return sum(values) / len(values)
 
     verdicts = {}
-    for label in labels:
+    for label in arms(round_):
         if label == REFERENCE:
             continue
-        real = out["real"][label]["minus_reference"]["ci95"]
-        verdicts[label] = {
-            "real_dev_lower": real[1] < 0,
-            "synthetic_not_worse": out["synthetic"][label]["minus_reference"]["ci95"][0] <= 0,
-            "streams_not_worse": out["streams"][label]["minus_reference"]["ci95"][0] <= 0,
-            "latency_minus_reference_ms": mean_latency(label) - mean_latency(REFERENCE),
-        }
-        verdicts[label]["qualifies"] = (verdicts[label]["real_dev_lower"] and verdicts[label]["synthetic_not_worse"]
-                                        and verdicts[label]["streams_not_worse"]
-                                        and verdicts[label]["latency_minus_reference_ms"] <= LATENCY_MARGIN_MS)
+        v = {"real_dev_lower": out["real"][label]["minus_off"]["ci95"][1] < 0,
+             "synthetic_not_worse": out["synthetic"][label]["minus_off"]["ci95"][0] <= 0,
+             "streams_not_worse": out["streams"][label]["minus_off"]["ci95"][0] <= 0,
+             "latency_minus_reference_ms": mean_latency(label) - mean_latency(OFF)}
+        v["qualifies"] = (v["real_dev_lower"] and v["synthetic_not_worse"] and v["streams_not_worse"]
+                          and v["latency_minus_reference_ms"] <= LATENCY_MARGIN_MS)
+        verdicts[label] = v
     qualifying = sorted((a for a, v in verdicts.items() if v["qualifies"]), key=lambda a: out["real"][a]["wer_pooled"])
     scored = {REFERENCE: ARMS[REFERENCE], **arms(round_)}
-    return {"round": round_, "chosen": qualifying[0] if qualifying else REFERENCE,
+    return {"round": round_, "reference": f"{OFF}: {REFERENCE}", "chosen": qualifying[0] if qualifying else REFERENCE,
             "chosen_fields": scored[qualifying[0]] if qualifying else {}, "verdicts": verdicts, "seeds": list(SEEDS),
             "arms": scored, **out}
 
@@ -177,7 +164,7 @@ def main() -> None:
     print(json.dumps({k: v for k, v in choice.items() if k not in ("rule", *SETS)}, indent=1))
     for key in SETS:
         for label, entry in choice[key].items():
-            print(key, label, round(100 * entry["wer_pooled"], 2), entry.get("minus_reference"))
+            print(key, label, round(100 * entry["wer_pooled"], 2), entry.get("minus_off"))
 
 
 if __name__ == "__main__":

@@ -146,19 +146,22 @@ def scored_rows(prefix: str, labels: list[str], name: Callable[[str, int], str],
     return rows
 
 
-def pooled_choice(rows: dict[str, dict[str, dict[int, dict]]], seeds: tuple[int, ...] = SEEDS) -> tuple[dict, list]:
-    """(per set and arm: WER pooled over the seeds with its interval, per-seed WER and median word latency, pooled
-    partial rewrites, and the paired pooled difference to :data:`OFF`; the arms that qualify: real-dev difference
-    with its interval below 0, synthetic-dev difference not above 0, lowest pooled real-dev WER first)."""
+def pooled_choice(rows: dict[str, dict[str, dict[int, dict]]], seeds: tuple[int, ...] = SEEDS,
+                  sets: tuple[str, ...] = SETS) -> tuple[dict, list]:
+    """(per set of ``sets`` and arm: WER pooled over the seeds with its interval, per-seed WER and median and p90
+    word latency, pooled partial rewrites, and the paired pooled difference to :data:`OFF`; the arms that qualify:
+    real-dev difference with its interval below 0, synthetic-dev difference not above 0, lowest pooled real-dev WER
+    first)."""
     from evaluation.intervals import compare
 
     out: dict = {}
-    for key in SETS:
+    for key in sets:
         out[key], off_units = {}, None
         for label, by_seed in rows[key].items():  # OFF first
             units, entry = pooled(by_seed, seeds)
             entry |= {"per_seed_word_latency_ms_median": {str(s): by_seed[s].get("word_latency_ms_median")
                                                           for s in seeds},
+                      "per_seed_word_latency_ms_p90": {str(s): by_seed[s].get("word_latency_ms_p90") for s in seeds},
                       "partial_rewrite_rate_pooled": sum(u.get("partials_rewritten", 0) for u in units)
                       / max(1, sum(u.get("partials_shown", 0) for u in units))}
             if label == OFF:
