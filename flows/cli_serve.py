@@ -20,8 +20,10 @@ def serve_model(
     max_streams: Annotated[int, typer.Option(help="live streams per replica")] = 8,
     compute_threads: Annotated[int, typer.Option(help="engine threads per replica")] = 2,
     torch_threads: Annotated[int, typer.Option(help="torch threads per engine step")] = 1,
-    precision: Annotated[str, typer.Option(help="bf16-all | bf16-encoder | int8-encoder | int8-all | fp32; an adapter "
-                                                "version only: a recognizer runs at the precision it names")] = "bf16-all",
+    precision: Annotated[Optional[str], typer.Option(
+        help="auto | fp32 | bf16-all | bf16-encoder | int8-encoder | int8-all: every version served at it, registered "
+             "recognizers too (default: the precision the version names, 'auto' for an adapter version); resolved on "
+             "this machine: bf16 only where the CPU has native bf16, else fp32")] = None,
     poll_s: Annotated[float, typer.Option(help="seconds between registry checks of the alias")] = 5.0,
     token_file: Annotated[Optional[str], typer.Option(help="a file holding the bearer token /ws and /transcribe "
                                                          "require (else $WHISPERLINE_SERVE_TOKEN; neither: none)")] = None,
@@ -34,13 +36,18 @@ def serve_model(
     network: an ingress that terminates TLS (README, Live serving)."""
     import time
 
+    from streaming.precision import REQUESTS
+
+    if precision is not None and precision not in REQUESTS:  # refused here, not in every replica
+        raise typer.BadParameter(f"one of {', '.join(REQUESTS)}, got {precision!r}", param_hint="--precision")
+
     from ray import serve
 
     from serving.app import ServeSettings, run
     from training.tracking import default_tracking_uri
 
     settings = ServeSettings(tracking_uri=tracking_uri or default_tracking_uri(), registered_model=model, alias=alias,
-                             precision=None if precision == "fp32" else precision, max_streams=max_streams,
+                             precision=precision, max_streams=max_streams,
                              torch_threads=torch_threads, compute_threads=compute_threads, poll_s=poll_s,
                              token_file=token_file, max_per_client=max_per_client,
                              **({"allowed_origins": tuple(allowed_origin)} if allowed_origin else {}))
@@ -57,6 +64,18 @@ def serve_model(
         serve.shutdown()
 
 
+def reference_text(value: str) -> str:
+    """``--reference``: the text of the file it names, else the text itself. A transcript is often longer than a
+    file name may be (the OS refuses names past 255 bytes), so only a value that could be a path is tried as one."""
+    try:
+        path = Path(value)
+        if "\n" not in value and path.is_file():
+            return path.read_text(encoding="utf-8")
+    except (OSError, ValueError):  # too long a name, a NUL byte: not a path, so text
+        pass
+    return value
+
+
 def stream_file_cmd(
     path: Annotated[str, typer.Argument(help="an audio file (any rate, any length)")],
     url: Annotated[str, typer.Option(help="the serve-model server")] = "http://127.0.0.1:8000",
@@ -70,15 +89,15 @@ def stream_file_cmd(
 
     from serving.client import stream_file
 
+    ref = reference_text(reference) if reference else None  # a bad path fails before any audio is sent
     result = stream_file(url, path, frame_ms=frame_ms, realtime=realtime)
     out = {"version": result.ready.get("model"), "text": result.text, "audio_ms": result.summary.get("audio_ms")}
     lat = result.final_latencies_ms()
     if lat:
         out["final_latency_ms"] = {"median": round(statistics.median(lat), 1),
                                    "p90": round(sorted(lat)[int(0.9 * (len(lat) - 1))], 1), "words": len(lat)}
-    if reference:
+    if ref is not None:
         from training.metrics import wer
 
-        ref = Path(reference).read_text() if Path(reference).is_file() else reference
         out["wer"] = round(wer([ref], [result.text]), 4)
     typer.echo(json.dumps(out, indent=2, default=str))

@@ -26,6 +26,39 @@ PROMPT_TOKENS = 96
 # LOOP_CHECK_TOKENS tokens while the repeats advance
 PILE_UP_WORDS, PILE_UP_S, LOOP_CHECK_TOKENS = 3, 0.06, 16
 ECHO_ADVANCE_S = 0.1  # a word copying the final tail is spoken when it ends this much after it (Verifier._echo)
+# a phrase of RESTATED_WORDS or more words said again right after itself is speech only where its second saying takes
+# at least SPOKEN_SHARE of the first saying's time in the audio (Verifier._restated)
+RESTATED_WORDS, SPOKEN_SHARE = 3, 0.5
+
+
+def restatement(keys: list[str], start: int, min_words: int = RESTATED_WORDS) -> tuple[int, int] | None:
+    """The first phrase said twice in a row that reaches past ``start``: (where its second saying starts, its
+    length in words), or None. ``keys``: normalized words; the first ``start`` of them are final already, so a repeat
+    wholly inside them is not this pass's to judge. Empty keys (punctuation alone) never match."""
+    for copy in range(min_words, len(keys) - min_words + 1):
+        for n in range(min_words, min(copy, len(keys) - copy) + 1):
+            if copy + n > start and all(keys[copy - n : copy]) and keys[copy - n : copy] == keys[copy : copy + n]:
+                return copy, n
+    return None
+
+
+def one_copy(tokens: list[int]) -> int:
+    """How many tokens to keep of ``tokens`` so that its repeating tail is said once ("keb-f-f-f-f" → "keb-f")."""
+    n = len(tokens)
+    while (unit := StreamingDecoderBase.repeated_tail(tokens[:n], times=2)) and n > unit:
+        n -= unit
+    return n
+
+
+def spoken_again(ends: list[float], copy: int, n: int, origin: float = 0.0) -> bool:
+    """Whether the second saying of ``keys[copy - n : copy]`` (:func:`restatement`) takes the audio a speaker needs:
+    at least ``SPOKEN_SHARE`` of the first saying's time, by where each word ends (``ends``, seconds; ``origin``:
+    where the audio before the first word ends). Whisper saying a phrase again that the audio holds once squeezes
+    the copy into what is left after it: into the audio's end, or onto the words already final."""
+    first_start = ends[copy - n - 1] if copy - n > 0 else origin
+    first = ends[copy - 1] - first_start
+    second = ends[copy + n - 1] - ends[copy - 1]
+    return second >= SPOKEN_SHARE * first
 
 
 def echo_length(final: list[int], new: list[int]) -> int:
@@ -156,12 +189,35 @@ class Verifier:
         else:  # the token budget ran out inside a loop
             if check_at is not None and (held := self._held(final_tokens, new)) is not None:
                 del new[held:]
+            elif check_at is not None:
+                # the repeats outran the audio without piling up as words: a loop inside one word ("keb-f-f-f..."),
+                # which no word-level test sees. The budget is more than the audio can say, so one copy is kept
+                del new[one_copy(new):]
+        if (keep := self._restated(final_tokens, new)) is not None:
+            del new[keep:]
         cut = self._echo((prompt or []) + final_tokens, final_tokens, new)
         if went_on and cut:
             return VerifierWords()
         if self.cut_doubled and not last and (keep := self._doubled(final_tokens, new, cut)) is not None:
             del new[keep:]
         return self._words(new[cut:], probs[cut : len(new)])
+
+    def _restated(self, final_tokens: list[int], new: list[int]) -> int | None:
+        """Where (tokens of ``new`` to keep) this pass starts saying again a phrase of ``RESTATED_WORDS`` or more words
+        that the audio holds once (:func:`restatement`, :func:`spoken_again`), or None. Whisper fills what follows
+        the audio (5 s of zeros, 30 s of padding, a hush word) by restating the sentence it just wrote, and the last
+        pass ends there "X. X." where the speaker said X once; a list read aloud says its items in time of their
+        own. Asked only where a phrase follows itself: the alignment costs a decoder pass."""
+        done, groups = word_tokens(self.tokenizer, final_tokens), word_tokens(self.tokenizer, new)
+        keys = [norm_word(self.tokenizer.decode(g)) for g in done + groups]
+        found = restatement(keys, len(done))
+        if found is None:
+            return None
+        copy, n = found
+        if spoken_again(self.word_ends(done + groups), copy, n):
+            return None
+        start = max(copy, len(done)) - len(done)  # the restatement's first word among the new ones
+        return sum(len(g) for g in groups[:start])
 
     def _doubled(self, final_tokens: list[int], new: list[int], start: int) -> int | None:
         """Where (tokens to keep) the first word of ``new`` from token ``start`` on that says the word before it again
@@ -233,4 +289,4 @@ class Verifier:
         return VerifierWords([words[i] for i in keep], [groups[i] for i in keep], [lowest[i] for i in keep])
 
 
-__all__ = ["PROMPT_TOKENS", "Verifier", "VerifierWords", "echo_length"]
+__all__ = ["PROMPT_TOKENS", "Verifier", "VerifierWords", "echo_length", "one_copy", "restatement", "spoken_again"]

@@ -112,3 +112,50 @@ def test_the_verifier_gives_each_word_its_lowest_token_probability(tiny, utteran
     assert heard.words and len(heard.probs) == len(heard.words) == len(heard.tokens)
     assert all(0.0 < p <= 1.0 for p in heard.probs)
     assert max(heard.probs) > 0.5  # a clean read sentence: Whisper is sure of most of it
+
+
+def test_a_phrase_said_again_is_found_past_the_final_words():
+    from streaming.verifier import restatement, spoken_again
+
+    keys = "the old pan was covered the old pan was covered".split()
+    assert restatement(keys, 0) == (5, 5)
+    assert restatement(keys, 10) is None  # wholly final already: not this pass's to judge
+    assert restatement("zero zero zero zero".split(), 0) is None  # a word said again is not a phrase
+    assert restatement("a b a b".split(), 0) is None and restatement(["", "", "", "", "", ""], 0) is None
+    ends = [0.5, 1.0, 1.5, 2.0, 2.5, 2.6, 2.65, 2.7, 2.75, 2.8]  # the copy squeezed into 0.3 s after 2.5 s of speech
+    assert not spoken_again(ends, 5, 5)
+    assert spoken_again([0.5, 1.0, 1.5, 2.0, 2.5, 3.2, 3.7, 4.2, 4.7, 5.2], 5, 5)
+
+
+def test_a_sentence_the_audio_says_once_is_not_said_twice_and_one_said_twice_is_kept(tiny, utterances):
+    """The last pass must not end "X. X." where the speaker said X once (Whisper restating its sentence into the
+    padding), and must keep a sentence the speaker did say twice."""
+    u = utterances[0]
+    audio = u.audio.astype(np.float32)
+    verifier = Verifier(tiny, None, "zeros_5s", final_condition="pad30_features")
+    once = verifier(audio, [], last=True)
+    sentence = [t for g in once.tokens for t in g]
+    assert len(once.words) >= 5, once.words
+    # the whole sentence said again after itself, on audio that holds it once: the alignment squeezes the copy
+    assert verifier._restated([], sentence + sentence) == len(sentence)
+    assert verifier._restated(sentence, sentence) == 0  # ... also where the first saying is final already
+    twice = np.concatenate([audio, np.zeros(8000, dtype=np.float32), audio])
+    said = verifier(twice, [], last=True)
+    assert len(said.words) >= 2 * len(once.words) - 2, (once.words, said.words)
+    sentence_twice = [t for g in said.tokens for t in g]
+    assert verifier._restated([], sentence_twice) is None
+
+
+def test_a_loop_inside_one_word_is_said_once(tiny):
+    """A token loop inside one word ("keb-f-f-f-…") piles up no words at the audio's end; where it exhausts the
+    pass's token budget, one copy of the repeating unit is kept."""
+    from whisper.tokenizer import get_tokenizer
+
+    from streaming.verifier import one_copy
+
+    tok = get_tokenizer(False, language="en", task="transcribe")
+    head, unit = tok.encode(" reading keb"), tok.encode("-f")
+    looped = head + unit * 70
+    kept = looped[: one_copy(looped)]
+    assert tok.decode(kept) == " reading keb-f", tok.decode(kept)
+    assert one_copy(head) == len(head)

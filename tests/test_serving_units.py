@@ -136,3 +136,18 @@ def test_engines_on_one_model_share_the_vocabulary_projection(engine):
 
     other = CausalStreamingEngine(engine.model, 300, 600)
     assert other.decoder.decoder._vocab_projection() is engine.decoder.decoder._vocab_projection()
+
+
+def test_stream_file_reference_takes_long_text_and_files(tmp_path):
+    """`stream-file --reference` is text or a file: a transcript longer than a file name may be is text, not a
+    crash (the OS refuses names past 255 bytes), and a file's text is read."""
+    from flows.cli_serve import reference_text
+
+    long_text = " ".join(["the birch canoe slid on the smooth planks"] * 50)[:2000]
+    assert len(long_text) == 2000
+    assert reference_text(long_text) == long_text
+    assert reference_text("hello world") == "hello world"
+    f = tmp_path / "ref.txt"
+    f.write_text("glue the sheet to the dark blue background\n", encoding="utf-8")
+    assert reference_text(str(f)) == "glue the sheet to the dark blue background\n"
+    assert reference_text("a\x00b") == "a\x00b"
