@@ -34,8 +34,11 @@ def machine() -> dict:
                                 cwd=Path(__file__).parent, check=False).stdout.strip()
     except OSError:
         commit = ""
-    return {"cpus": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(), "python": platform.python_version(),
-            "git_commit": commit, "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    from streaming.precision import machine_info  # ISA flags, oneDNN cap, native bf16, torch and its threads
+
+    return {**machine_info(), "cpus": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(),
+            "python": platform.python_version(), "git_commit": commit,
+            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
 def write_results(name: str, payload: dict, table: str) -> Path:

@@ -67,6 +67,12 @@ def main() -> None:
         "notes": "fresh git clone; `make run` includes scripts/setup.sh (venv + pip install, pip cache warm) and the "
                  "CTranslate2 → openai-whisper weight conversion (empty WHISPERLINE_CACHE)",
     }
+    from configs.pipeline import PipelineConfig
+    from streaming.precision import resolve_precision
+
+    # the two-pass recognizer's precision as the clone's pipeline resolved it on this machine (the default config)
+    payload["two_pass_precision"] = {k: v for k, v in resolve_precision(
+        PipelineConfig.model_fields["two_pass_precision"].default).as_dict().items() if k != "cpu"}
     drills: list[dict] = []
     if args.drill_report:
         drills = [json.loads(line) for line in args.drill_report.read_text().splitlines()]

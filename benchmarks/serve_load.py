@@ -197,8 +197,11 @@ def start_ours(out: Path, port: int, args, **settings_overrides) -> tuple[str, d
                                 "torch_threads": 1, "poll_s": 30.0, "max_per_client": 0, "connects_per_minute": 0,
                                 **settings_overrides})
     url = run(settings, port, num_cpus=os.cpu_count())
+    # the precision the replica resolved on this machine (what it asked for, what runs, why) and the CPU it ran on
+    described = json.loads(urllib.request.urlopen(f"{url}/version", timeout=60).read())
     return url, {"registered_model": name, "version": served.version, "alias": alias, "kind": served.kind,
-                 "settings": settings.public()}
+                 "settings": settings.public(),
+                 **{k: described.get(k) for k in ("precision", "precision_requested", "precision_reason", "cpu")}}
 
 
 def peer_setting(policy: str, chunk_ms: int = 300,

@@ -77,16 +77,19 @@ def profile(configs, utterances, precision: str | None) -> list[dict]:
     from training.causal.evaluate import load_tuned
     from streaming.engine import CausalStreamingEngine
     from streaming.evaluate import stream_all
+    from streaming.precision import resolve_precision
     from streaming.profiling import StepProfile
 
+    effective = resolve_precision(precision).effective  # what load_tuned runs on this machine
     rows = []
     for name, model, adapter, chunk, pad in configs:
         engine = CausalStreamingEngine(load_tuned(model, adapter, precision=precision), chunk, max(600, chunk), pad_silence=pad)
         stream_all(engine, utterances[:1], chunk)  # warm-up, not profiled
         recorder = StepProfile().attach(engine)
         stream_all(engine, utterances, chunk)
-        label = f"{name}, {precision or 'fp32'}"
+        label = f"{name}, {effective}"
         rows.append({"name": label, "model": model, "chunk_ms": chunk, "precision": precision,
+                     "precision_effective": effective,
                      "steps": len(recorder.steps),
                      "components": recorder.summary()})
         print(f"profile {label}: " + " ".join(f"{k} {v['mean_ms']:.2f} ms ({100 * v['share']:.0f} %)"
@@ -201,7 +204,7 @@ def main() -> None:
     from tasks.runtime import prefect_api
     from evaluation.report import evaluate_systems
     from evaluation.sets import describe, load_split
-    from streaming.quantize import bf16_native
+    from streaming.quantize import bf16_native, resolve_precision
     from training.weights import load_model
 
     torch.set_num_threads(args.threads)
@@ -240,7 +243,8 @@ def main() -> None:
     result.update(headline(result["speed"], peers))
     for r in result["one_thread"]["systems"]:
         result[f"rtf_tiny_{r['chunk_ms']}ms_1_thread"] = r["rtf"]
-    result["precision"] = {"optimised": PRECISION, "bf16_native": bf16_native()}
+    result["precision"] = {"optimised": PRECISION, "optimised_effective": resolve_precision(PRECISION).effective,
+                           "bf16_native": bf16_native()}
     macs = mac_summary(load_model("tiny.en").dims, scored, CHUNKS)
     result["encoder_mac_ratio_stream_vs_offline"] = macs["300ms"]["stream_30s_vs_offline"]
     result["encoder_macs"] = macs

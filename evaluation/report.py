@@ -8,8 +8,10 @@ off the Pareto front of WER against word latency (a system that hallucinates mus
 Every row keeps its per-utterance results (``per_utterance``: the numbers the corpus metrics pool) and 95 %
 paired-bootstrap intervals (``evaluation/intervals.py``) of WER, median word latency and RTF, and every
 system but the reference its difference to the reference system on the same utterances with a verdict
-(``better`` / ``worse`` / ``not separable``). ``write_report`` writes ``<name>.json`` / ``.md`` / ``_pareto.png``;
-``log_report`` puts the same into an MLflow run.
+(``better`` / ``worse`` / ``not separable``). Every row also says how often its finals repeat
+(``evaluation.repetition``: ``repeated_words``, ``repeat_rate``, ``utterances_with_repeats``, ``token_loops``): a
+WER over a few dev words can hide a recognizer that writes utterances again. ``write_report`` writes
+``<name>.json`` / ``.md`` / ``_pareto.png``; ``log_report`` puts the same into an MLflow run.
 """
 
 from __future__ import annotations
@@ -23,20 +25,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluation import intervals
+from evaluation import intervals, repetition
 from evaluation.sets import Utterance
 from evaluation.systems import SystemSpec, _Models, build
 from training.metrics.gate import WER_CAP_POINTS, pareto_front, within_wer_cap
 from streaming.evaluate import evaluate_records, per_utterance, stream_all
+from streaming.precision import machine_info
 
 ROW_KEYS = ("wer", "rwer", "arwer", "laal_ms", "al_ms", "word_latency_ms_median", "word_latency_ms_p90",
             "first_word_latency_ms_median", "word_latency_lower_bound_ms_median", "step_ms_median", "step_ms_p90",
             "rtf", "end_lag_ms_median", "end_lag_ms_max", "words_matched", "late_step_share",
             "step_ms_p90_first_minute", "step_ms_p90_last_minute", "partial_rewrite_rate", "partial_words_shown",
-            "display_latency_ms_median", "display_latency_ms_p90")
+            "display_latency_ms_median", "display_latency_ms_p90", *repetition.SUMMARY_KEYS)
 # what depends only on the transcript (identical in every repeat of a deterministic system); the rest depends on the
 # clock, so a row reports the median of its repeats (these machines are shared and noisy)
-TRANSCRIPT_KEYS = frozenset({"wer", "rwer", "arwer", "words_matched", "word_latency_lower_bound_ms_median"})
+TRANSCRIPT_KEYS = frozenset({"wer", "rwer", "arwer", "words_matched", "word_latency_lower_bound_ms_median",
+                             *repetition.SUMMARY_KEYS})
 
 
 OFFLINE_KINDS = ("offline", "faster-whisper")  # the systems a WER cap can be measured from
@@ -119,7 +123,9 @@ def evaluate_systems(specs: Sequence[SystemSpec], utterances: Sequence[Utterance
             f"step {row['step_ms_median']} ms  RTF {row['rtf']}")
     result = {"test_set": test_set, "feeding": feeding,
               **score_rows(rows, reference=reference, wer_cap=wer_cap, seed=seed, n_resamples=n_resamples),
-              "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine()},
+              # the speed columns hold on this machine only: its CPU, ISA flags, oneDNN cap, native bf16, torch, threads
+              "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine(),
+                          **machine_info()},
               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     return result
 
@@ -157,6 +163,9 @@ def score_rows(rows: list[dict[str, Any]], *, reference: str | None = None, wer_
     """The part of the result computed from the rows alone (their ``per_utterance``): the WER cap and its
     reference, the Pareto front, every row's ``ci95`` and every other row's ``vs_reference``. Fills the rows in
     place and returns the result's top-level keys."""
+    for r in rows:  # rows assembled elsewhere from per_utterance alone (a merged part) get the repetition keys too
+        if r.get("repeated_words") is None:
+            r.update(repetition.summary(r.get("per_utterance") or []))
     capper = _best_offline(rows)
     offline_wer = capper["wer"] if capper else None
     for r in rows:
@@ -242,6 +251,14 @@ def _feeding(r: dict[str, Any]) -> str:
     return r.get("feeding", "fixed") + (f" ({100 * late:.0f} %)" if _finite(late) else "")
 
 
+def _repeats(r: dict[str, Any]) -> str:
+    """``7 (2 utt)``: 7 repeated final words in 2 utterances; ``—``: a row scored before the metric existed."""
+    n = r.get("repeated_words")
+    if not _finite(n):
+        return "—"
+    return f"{n} ({r.get('utterances_with_repeats')} utt)" if n else "0"
+
+
 def markdown(result: dict[str, Any]) -> str:
     ts = result["test_set"]
     reference = result.get("reference_system")
@@ -262,14 +279,16 @@ def markdown(result: dict[str, Any]) -> str:
                   f"vs reference = system − {reference or 'none'} on the same {iv['unit']}s: `better` / `worse` when "
                   f"the interval of the difference excludes 0, else `not separable`. Per-utterance results are in "
                   f"the json (`per_utterance`).", ""]
-    lines += ["| system | source | chunk ms | WER [95 % CI] | ARWER | partial rewrites | LAAL ms | word latency median [95 % CI] / p90 ms "
+    lines += ["| system | source | chunk ms | WER [95 % CI] | repeats | loops | ARWER | partial rewrites | LAAL ms | "
+              "word latency median [95 % CI] / p90 ms "
               "(queue) | first word ms | step median / p90 ms | RTF [95 % CI] | end lag ms | feeding (late steps) | within cap | "
               "Pareto | vs reference: ΔWER [ci] verdict | Δ median latency [ci] verdict | ΔRTF [ci] verdict |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["systems"]:
         lines.append(
             f"| {r['name']} | {r['source']} | {r['chunk_ms'] or 'offline'} | {_fmt(r['wer'], True)}"
-            f"{_ci(r, 'wer', _pct)} | {_fmt(r['arwer'], True)} | {_fmt(r.get('partial_rewrite_rate'), True)} | "
+            f"{_ci(r, 'wer', _pct)} | {_repeats(r)} | {_fmt(r.get('token_loops'))} | {_fmt(r['arwer'], True)} | "
+            f"{_fmt(r.get('partial_rewrite_rate'), True)} | "
             f"{_fmt(r['laal_ms'])} | "
             f"{_fmt(r['word_latency_ms_median'])}{_ci(r, 'word_latency_ms_median', _ms)} / "
             f"{_fmt(r['word_latency_ms_p90'])} | {_fmt(r['first_word_latency_ms_median'])} | "

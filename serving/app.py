@@ -4,8 +4,9 @@ Routes (one FastAPI ingress, bound to 127.0.0.1 by ``run``):
   ``GET /``             the browser page (microphone → AudioWorklet → 16 kHz → WebSocket; live words, latency)
   ``WS  /ws``           one stream per connection (``serving.protocol``)
   ``POST /transcribe``  a whole audio file (wav/flac/ogg, any rate: resampled) → the transcript (the pyfunc contract)
-  ``GET /healthz``      live streams, capacity, the version served, the registry watcher's state
-  ``GET /version``      model name, version, alias, base sha256, dataset versions, precision, chunk sizes
+  ``GET /healthz``      live streams, capacity, the version served and its precision, the CPU, the watcher's state
+  ``GET /version``      model name, version, alias, base sha256, dataset versions, chunk sizes, precision (the one
+                        running, the one asked for and why they differ: ``streaming.precision``) and the CPU
 
 Concurrency: a replica holds up to ``max_streams`` streams (a socket becomes one with its first config or audio:
 sockets that have sent nothing hold no engine and no slot, ``max_pending`` of them, each for ``first_audio_s`` at
@@ -209,6 +210,7 @@ class Recognizer:
                 "pending_sockets": self.pending,
                 "uploads": self.uploads, "pid": os.getpid(), "rss_mb": rss_mb(),
                 "max_streams": self.settings.max_streams, "version": self.current.version.version,
+                "precision": self.current.precision, "cpu": dict(self.current.resolved.cpu),
                 "swaps": self.swaps, "watch_error": self.watch_error, "failed_version": self.failed_version,
                 "refused": dict(self.refused), "clients": dict(self.clients.open)}
 

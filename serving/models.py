@@ -5,8 +5,12 @@ scores; ``training.causal.pyfunc_model`` / ``training.emma.pyfunc_model`` for a 
 (artifacts, base weights checked against the recorded sha256), so a served model is exactly what the registry
 promoted; the server then asks it for one engine per stream (``engine(chunk_ms)``). For speed the loaded weights
 are then made inference-only: the LoRA adapter merged into them and the Linear layers lowered to ``precision``
-(``streaming.quantize``; bf16 by default: 0.67 % of the words differ from fp32 on train + dev at 300 ms,
-1.6× faster — benchmarks/results/streaming.md).
+(``streaming.quantize``; "auto" by default: bf16 where the CPU has native bf16 — 0.67 % of the words differ from
+fp32 on train + dev at 300 ms, 1.6× faster, benchmarks/results/streaming.md — else fp32).
+
+A registered recognizer runs the precision its spec names unless the server is given one: then its spec's
+precision is replaced at load (MLflow's load-time ``model_config``), before any weight is read. Either way the
+precision is resolved on this machine (``streaming.precision.resolve_precision``), as the evaluate stage resolves it.
 """
 
 from __future__ import annotations
@@ -60,10 +64,11 @@ def resolve(tracking_uri: str, registered_model: str, alias: str) -> ServedVersi
 class ServedModel:
     """One loaded registry version: engines for streams, whole-file transcription for the HTTP endpoint."""
 
-    def __init__(self, version: ServedVersion, python_model: Any, precision: str | None) -> None:
+    def __init__(self, version: ServedVersion, python_model: Any, resolved: Any) -> None:
         self.version = version
         self.python_model = python_model
-        self.precision = precision
+        self.resolved = resolved  # streaming.precision.ResolvedPrecision: what it asked for, what runs, and why
+        self.precision = resolved.effective
         self.chunk_choices: tuple[int, ...] = tuple(python_model.chunk_choices)
         self.default_chunk_ms = self.chunk_choices[-1] if version.kind == "emma" and not hasattr(
             python_model, "spec") else int(
@@ -85,32 +90,54 @@ class ServedModel:
         return {**session.summary(), "type": "transcript", "version": self.version.as_dict()}
 
     def describe(self) -> dict[str, Any]:
-        return {**self.version.as_dict(), "precision": self.precision, "chunk_ms": self.default_chunk_ms,
+        r = self.resolved
+        return {**self.version.as_dict(), "precision": r.effective, "precision_requested": r.requested,
+                "precision_reason": r.reason, "cpu": dict(r.cpu), "chunk_ms": self.default_chunk_ms,
                 "chunk_ms_choices": list(self.chunk_choices)}
 
 
-def load(tracking_uri: str, version: ServedVersion, precision: str | None = "bf16-all") -> ServedModel:
-    """Load ``version`` through its own pyfunc model, then make its weights inference-only at ``precision``."""
+def recognizer_spec(model_uri: str) -> dict[str, Any] | None:
+    """The portable spec of a registered recognizer (its pyfunc's ``model_config``), None for another pyfunc (an
+    adapter version): read from the version's MLmodel file alone, before anything is loaded."""
+    from mlflow.models import get_model_info
+    from mlflow.models.model import MODEL_CONFIG  # the pyfunc flavor's key of its model_config in MLmodel
+
+    config = get_model_info(model_uri).flavors.get("python_function", {}).get(MODEL_CONFIG) or {}
+    return config.get("spec")
+
+
+def load(tracking_uri: str, version: ServedVersion, precision: str | None = None) -> ServedModel:
+    """Load ``version`` through its own pyfunc model at ``precision`` (None: what the version names — a recognizer's
+    spec, "auto" for an adapter version), resolved on this machine; its weights made inference-only."""
     import mlflow
 
+    from streaming.precision import resolve_precision
     from training.lora import merge_adapter
 
+    if precision is not None:
+        resolve_precision(precision)  # an unknown name is refused before anything is downloaded
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_registry_uri(tracking_uri)
-    pyfunc = mlflow.pyfunc.load_model(f"models:/{version.registered_model}/{version.version}")
-    python_model = pyfunc.unwrap_python_model()
+    uri = f"models:/{version.registered_model}/{version.version}"
+    spec = recognizer_spec(uri) if precision is not None else None
+    # a recognizer whose precision is overridden: its spec with the precision replaced, so its pyfunc loads the
+    # weights at that precision the first time (the spec is the only key its model_config has, the only one MLflow
+    # lets a load override; every registered copy of the pyfunc reads it, older ones too)
+    config = {"spec": {**spec, "precision": precision}} if spec is not None else None
+    python_model = mlflow.pyfunc.load_model(uri, model_config=config).unwrap_python_model()
     if hasattr(python_model, "spec"):
-        # a registered recognizer is served exactly as registered and evaluated: its spec names its precision, so
-        # the server's own `precision` does not apply (the same words as `whisperline evaluate models:/…`)
-        return ServedModel(version, python_model, python_model.spec.precision)
+        # a registered recognizer is served as registered and evaluated (the same words as `whisperline evaluate
+        # models:/…` on this machine): its pyfunc loaded every weight through the one resolver
+        return ServedModel(version, python_model, resolve_precision(python_model.spec.precision))
+    resolved = resolve_precision("auto" if precision is None else precision)
     model = python_model.model
     merge_adapter(model)  # no-op where the pyfunc already merged (EMMA's load_tuned)
-    if precision:
+    if resolved.lowering:
         from streaming.quantize import lower_precision
 
-        lower_precision(model, precision)
+        lower_precision(model, resolved.lowering)
     model.eval()
-    return ServedModel(version, python_model, precision)
+    return ServedModel(version, python_model, resolved)
 
 
-__all__ = ["ModelNotFound", "ServedModel", "ServedVersion", "load", "resolve"]
+__all__ = ["ModelNotFound", "ServedModel", "ServedVersion", "load", "recognizer_spec", "resolve"]

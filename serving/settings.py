@@ -18,7 +18,9 @@ class ServeSettings:
     tracking_uri: str
     registered_model: str
     alias: str = "champion"
-    precision: str | None = "bf16-all"
+    # every version's Linear layers at this precision (streaming.precision.REQUESTS), registered recognizers too;
+    # None: the precision the version names ("auto" for an adapter version). Resolved on the replica's machine
+    precision: str | None = None
     max_streams: int = 8  # streams + uploads in progress per replica: past it, `busy`
     max_pending: int = 64  # sockets that have not sent audio yet (no engine: cheap), per replica
     torch_threads: int = 1

@@ -21,6 +21,9 @@ commits it finishes.
   its place, unchanged to the end (the first display a reader could keep: a partial that later turned out right
   counts from when it appeared, a word shown only once final counts from then), minus the reference word's end.
   Beside word latency (finals) it says what the partials buy.
+- Repetition (``evaluation.repetition``): final words in the second copy of an n-gram (n ≥ 3) said twice in a
+  row that the reference does not say twice, and token loops (one word or sub-word unit 8+ times in a row); a
+  WER over few words can hide a recognizer that writes whole utterances again.
 - Compute: per-step wall time (median / p90 over the feed steps), RTF = total compute / audio, and the end lag:
   how far behind real time each stream finishes (finish of its last step − audio end).
 """
@@ -43,6 +46,7 @@ from training.metrics import (
 )
 from training.metrics.emission import WordLatency
 from training.metrics.text import ErrorCounts
+from evaluation import repetition
 from evaluation.sets import Utterance
 from streaming.events import StreamingRecognizer, StreamRecord, norm_word, run_stream
 
@@ -149,6 +153,8 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
     audio_s = sum(r.audio_ms for r in records) / 1000
     compute_s = sum(sum(r.compute_ms) for r in records) / 1000
     end_lag = [r.lag_ms for r in records if r.steps]
+    repeated = repetition.summary([{**repetition.utterance_repetition(r.text, u.reference), "hyp": r.text}
+                                   for r, u in zip(records, utterances, strict=True)])
     lat = corpus_latency(latencies)
     step = latency_summary(feed_ms)
     words = latency_summary(word_lat)
@@ -184,6 +190,7 @@ def evaluate_records(records: Sequence[StreamRecord], utterances: Sequence[Utter
         "late_step_share": round(sum(late) / len(late), 4) if late else 0.0,
         "step_ms_p90_first_minute": _r(latency_summary(first_min)["p90"], 2),
         "step_ms_p90_last_minute": _r(latency_summary(last_min)["p90"], 2),
+        **repeated,
     }
 
 
@@ -194,12 +201,15 @@ def per_utterance(records: Sequence[StreamRecord], utterances: Sequence[Utteranc
     ``ref_words`` / ``errors``: N and S + D + I of the utterance in the same jiwer alignment as the corpus WER
     (``utterance_counts``; ``wer_counts`` is their sum), so Σ errors / Σ ref_words is the row's WER exactly.
     ``word_latency_ms``: the utterance's queue-clock word latencies, the values pooled for the median / p90
-    (not rounded). ``compute_ms``: all steps, the end-of-stream step included, as in RTF = Σ compute / Σ audio."""
+    (not rounded). ``compute_ms``: all steps, the end-of-stream step included, as in RTF = Σ compute / Σ audio.
+    ``hyp_words``: normalised hypothesis words (S + I + hits); ``repeated_words`` / ``token_loop``: the
+    utterance's repetition (``evaluation.repetition``), what a row's ``repeat_rate`` and ``token_loops`` sum."""
     if len(records) != len(utterances):
         raise ValueError(f"{len(records)} records for {len(utterances)} utterances")
     counts = utterance_counts([u.reference for u in utterances], [r.text for r in records])
     return [{"utt_id": utt.utt_id, "recording": utt.recording or utt.utt_id, "ref_words": c.ref_words,
-             "errors": c.errors, "hyp": record.text,
+             "errors": c.errors, "hyp": record.text, "hyp_words": c.hyp_words,
+             **repetition.utterance_repetition(record.text, utt.reference),
              **dict(zip(("partials_shown", "partials_rewritten"), partial_rewrites(record), strict=True)),
              "word_latency_ms": [w.latency_ms for w in _word_latencies(record, utt)],
              "display_latency_ms": [w.latency_ms for w in _display_latencies(record, utt)],

@@ -15,8 +15,10 @@ bfloat16 (``bf16_linears``) keeps a relative error per element (8-bit mantissa, 
 one scale per tensor of activations, so the activation outliers of a transformer cost it nothing: on the same 81
 utterances encoder and decoder in bf16 change 0.67 % (300 ms) / 1.26 % (100 ms) of the words, fewer than int8 on the
 encoder alone, for 1.6× faster streaming (AVX512-BF16 GEMMs run ~3.5× fp32's at 15 rows here; a CPU without
-bf16 dot products emulates them, so expect no speed-up there: ``bf16_native()`` says which).
-``precision`` strings name both: ``"bf16-all"``, ``"bf16-encoder"``, ``"int8-encoder"``, ``"int8-all"``.
+bf16 dot products emulates them, several times slower than fp32: ``bf16_native()`` says which).
+``precision`` strings name both: ``"bf16-all"``, ``"bf16-encoder"``, ``"int8-encoder"``, ``"int8-all"``; a spec may
+also name ``"auto"`` or ``"fp32"``, which ``streaming.precision.resolve_precision`` turns into one of them (or fp32)
+on the machine that runs the recognizer, as it does a bf16 name on a CPU without native bf16.
 
 Whisper's ``Linear`` subclasses ``nn.Linear`` (it casts the weight to the input's dtype), so ``quantize_dynamic``'s
 type-keyed module mapping would silently skip it: each layer is copied into a plain ``nn.Linear`` first.
@@ -31,9 +33,10 @@ import warnings
 import torch
 from torch import nn
 
+from streaming.precision import PRECISIONS, REQUESTS, native_bf16, resolve_precision
+
 
 SCOPES = ("encoder", "all")
-PRECISIONS = ("bf16-all", "bf16-encoder", "int8-encoder", "int8-all")
 
 
 class BF16Linear(nn.Module):
@@ -51,8 +54,9 @@ class BF16Linear(nn.Module):
 
 
 def bf16_native() -> bool:
-    """Whether this CPU has bfloat16 dot products (AVX512-BF16 / AMX) that oneDNN uses: else bf16 is emulated."""
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    """Whether bf16 runs on AMX tiles here (``streaming.precision.native_bf16``): else it is no faster than fp32.
+    The resolver's own test (``streaming.precision``), so the two never disagree."""
+    return native_bf16()
 
 
 def _linears(model: nn.Module, scope: str):
@@ -75,10 +79,17 @@ def bf16_linears(model: nn.Module, scope: str = "all") -> int:
     return len(found)
 
 
-def lower_precision(model: nn.Module, precision: str) -> int:
-    """Apply one of ``PRECISIONS`` ("<dtype>-<scope>") in place; returns how many Linear layers it replaced."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+def lower_precision(model: nn.Module, precision: str | None) -> int:
+    """Apply one of ``PRECISIONS`` ("<dtype>-<scope>") in place; returns how many Linear layers it replaced.
+    ``"auto"`` is resolved on this machine first; ``"fp32"`` (or None) replaces none. A name of ``PRECISIONS`` is
+    applied as named, bf16 on any CPU (fidelity measurements need it): loaders that serve or evaluate a spec
+    resolve it first (``training.causal.evaluate.load_tuned``), which is where a bf16 name becomes a preference."""
+    if precision is not None and precision not in REQUESTS:
+        raise ValueError(f"precision must be one of {REQUESTS} or None (fp32), got {precision!r}")
+    if precision == "auto":
+        precision = resolve_precision(precision).effective
+    if precision in (None, "fp32"):
+        return 0
     dtype, scope = precision.split("-")
     return bf16_linears(model, scope) if dtype == "bf16" else quantize_linears(model, scope)
 
@@ -104,4 +115,5 @@ def quantize_linears(model: nn.Module, scope: str = "encoder", per_channel: bool
     return len(found)
 
 
-__all__ = ["BF16Linear", "PRECISIONS", "SCOPES", "bf16_linears", "bf16_native", "lower_precision", "quantize_linears"]
+__all__ = ["BF16Linear", "PRECISIONS", "REQUESTS", "SCOPES", "bf16_linears", "bf16_native", "lower_precision", "quantize_linears",
+           "resolve_precision"]

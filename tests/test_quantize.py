@@ -93,11 +93,11 @@ def test_the_pipeline_config_offers_exactly_the_precisions_and_cache_policies_th
 
     from configs.pipeline import PipelineConfig
     from streaming.decoding import CachePolicy
-    from streaming.quantize import PRECISIONS
+    from streaming.quantize import REQUESTS
 
     def names(field: str) -> set[str]:
         annotation = PipelineConfig.model_fields[field].annotation
         return {a for arg in get_args(annotation) for a in get_args(arg)}
 
-    assert names("two_pass_precision") == set(PRECISIONS)
+    assert names("two_pass_precision") == set(REQUESTS)  # the lowerings, "auto" and "fp32"
     assert names("two_pass_cache_policy") == set(get_args(CachePolicy))

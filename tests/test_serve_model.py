@@ -157,7 +157,14 @@ def test_http_endpoints(server, registry, speech, reference):
     version = json.loads(urllib.request.urlopen(f"{server}/version", timeout=10).read())
     assert version["registered_model"] == NAME and version["alias"] == "champion"
     assert version["base_model"] == "tiny.en" and len(version["base_sha256"]) == 64
-    assert version["dataset_versions"] == "test-a" and version["precision"] == "bf16-all"
+    assert version["dataset_versions"] == "test-a"
+    # an adapter version at the server's default precision: "auto", resolved on this machine (bf16 where native)
+    from streaming.precision import resolve_precision
+
+    assert version["precision_requested"] == "auto" and version["precision"] == resolve_precision("auto").effective
+    assert version["precision_reason"] and version["cpu"]["model"]
+    health = _health(server)
+    assert health["precision"] == version["precision"] and health["cpu"] == version["cpu"]
     buf = io.BytesIO()
     sf.write(buf, speech["pcm"], 16000, format="WAV", subtype="PCM_16")
     req = urllib.request.Request(f"{server}/transcribe", data=buf.getvalue(), method="POST")

@@ -17,19 +17,22 @@ def load_tuned(model_name: str, adapter_dir: str | Path | None, merge: bool = Tr
     ``merge``: fold the adapter into the base weights (``training.lora.merge_adapter``): the same arithmetic up
     to float rounding, −20 % compute (tiny.en, 300 ms, benchmarks/results/streaming.md). ``precision``: then
     lower the Linear layers to bfloat16 or int8, of the encoder or of encoder and decoder (``"bf16-all"``,
-    ``"int8-encoder"``, ...: ``streaming.quantize.PRECISIONS``; implies ``merge``)."""
+    ``"int8-encoder"``, ...: ``streaming.quantize.PRECISIONS``; implies ``merge``), as resolved on this machine
+    (``streaming.precision.resolve_precision``: ``"auto"``, and a bf16 name where the CPU has no native bf16)."""
+    from streaming.precision import resolve_precision
     from training.lora import load_adapter, merge_adapter
     from training.weights import checkpoint_sha256, load_model
 
+    lowering = resolve_precision(precision).lowering  # a bad name fails before any weight is read
     model = load_model(model_name)
     if adapter_dir is not None:
         load_adapter(model, adapter_dir, base_sha256=checkpoint_sha256(model_name))
-        if merge or precision:
+        if merge or lowering:
             merge_adapter(model)
-    if precision:
+    if lowering:
         from streaming.quantize import lower_precision
 
-        lower_precision(model, precision)
+        lower_precision(model, lowering)
     return model.eval()
 
 

@@ -1,0 +1,165 @@
+"""Which precision a recognizer's Linear layers run at on the machine that runs it (one resolver for every loader).
+
+A recognizer spec names a precision (``SystemSpec.precision``: ``"bf16-all"``, ..., ``"auto"``, ``"fp32"`` or None).
+bfloat16 only pays where oneDNN runs it on AMX tiles: without bf16 dot products PyTorch emulates bf16 and a bf16
+Linear is several times slower than fp32, enough to put a streaming recognizer behind real time, and with AVX512-BF16
+dot products alone a streaming step's few-row products are still no faster than fp32 (docs/decisions/
+precision-per-cpu.md). So a bf16 name is a preference, kept where bf16 is native and fp32 otherwise; ``"auto"`` is bf16 encoder +
+decoder where native, else fp32; int8 and fp32 are kept as named (int8 dynamic quantization runs on AVX2 too).
+
+The evaluate stage (``training.causal.evaluate.load_tuned``), a registered recognizer's pyfunc (which loads through
+it) and the server (``serving.models``) all resolve here, so one machine gives one answer everywhere, and each
+process logs what it chose once. This module reads the CPU and the environment only; torch is imported where its
+own view of oneDNN is asked, so configs can name the strings without importing torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import platform
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("whisperline.precision")
+
+PRECISIONS = ("bf16-all", "bf16-encoder", "int8-encoder", "int8-all")  # what lowers Linear layers
+REQUESTS = ("auto", "fp32", *PRECISIONS)  # what a spec, the pipeline config or `serve-model --precision` may name
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+# bf16 pays only with AMX tiles: with AVX512-BF16 dot products alone (oneDNN capped at AVX512_CORE_BF16 on this AMX
+# machine) a streaming step's few-row GEMMs ran slower in bf16 than in fp32 (docs/decisions/precision-per-cpu.md)
+BF16_FLAGS = ("amx_bf16",)
+
+# oneDNN's CPU ISA names in increasing order (the values of ONEDNN_MAX_CPU_ISA); the AVX10 names are aliases of the
+# AVX512 ones. oneDNN dispatches bf16 dot products from AVX512_CORE_BF16 on (below it, bf16 is converted in software)
+# and AMX tiles from AVX512_CORE_AMX on.
+_ISA_ORDER = (("SSE41",), ("AVX",), ("AVX2",), ("AVX2_VNNI",), ("AVX2_VNNI_2",), ("AVX512_CORE",),
+              ("AVX512_CORE_VNNI",), ("AVX512_CORE_BF16",), ("AVX10_1_512", "AVX512_CORE_FP16"),
+              ("AVX10_1_512_AMX", "AVX512_CORE_AMX"), ("AVX10_1_512_AMX_FP16", "AVX512_CORE_AMX_FP16"),
+              ("DEFAULT", "ALL"))
+ISA_RANK = {name: rank for rank, names in enumerate(_ISA_ORDER) for name in names}
+BF16_MIN_ISA = "AVX512_CORE_AMX"
+
+
+@dataclass(frozen=True)
+class ResolvedPrecision:
+    requested: str | None
+    effective: str  # one of PRECISIONS, or "fp32"
+    reason: str
+    cpu: dict[str, Any] = field(compare=False)  # {model, flags, onednn_max_cpu_isa}
+    native_bf16: bool
+
+    @property
+    def lowering(self) -> str | None:
+        """What ``streaming.quantize.lower_precision`` applies: the effective precision, None for fp32."""
+        return None if self.effective == "fp32" else self.effective
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@functools.lru_cache(maxsize=1)
+def _cpuinfo() -> tuple[str, tuple[str, ...]]:
+    """(model name, the ISA flags of ``ISA_FLAGS`` it has) from /proc/cpuinfo; the CPU does not change in a process."""
+    model, flags = "", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not model:
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:  # not Linux: no flags known, so no bf16 claimed
+        pass
+    return model or platform.processor() or platform.machine(), tuple(f for f in ISA_FLAGS if f in flags)
+
+
+def onednn_cap() -> str | None:
+    """The ISA oneDNN is capped at by the environment (``ONEDNN_MAX_CPU_ISA``, or its older name
+    ``DNNL_MAX_CPU_ISA``, which oneDNN still reads), or None."""
+    for var in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        if value := os.environ.get(var, "").strip():
+            return value
+    return None
+
+
+def cpu_info() -> dict[str, Any]:
+    model, flags = _cpuinfo()
+    return {"model": model, "flags": list(flags), "onednn_max_cpu_isa": onednn_cap()}
+
+
+def _torch_bf16_supported() -> bool:
+    """PyTorch's own view: oneDNN can run bf16 here. It says True from AVX512_CORE on, where oneDNN still emulates
+    the dot products, so it is a necessary condition only; it does catch a cap this module cannot parse."""
+    try:
+        import torch
+
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (ImportError, AttributeError, RuntimeError):
+        return False
+
+
+def _bf16_verdict(cpu: dict[str, Any]) -> tuple[bool, str]:
+    """(native bf16?, why not — or which dot products are used)."""
+    where = f"{cpu['model']}, flags {' '.join(cpu['flags']) or 'none known'}"
+    have = [f for f in BF16_FLAGS if f in cpu["flags"]]
+    if not have:
+        return False, f"no native bf16 (AMX) on this CPU ({where}): bf16 is slower than fp32 here"
+    cap = cpu["onednn_max_cpu_isa"]
+    if cap is not None and ISA_RANK.get(cap.upper(), ISA_RANK["ALL"]) < ISA_RANK[BF16_MIN_ISA]:
+        return False, (f"no native bf16: oneDNN is capped at {cap} by the environment, below {BF16_MIN_ISA} "
+                       f"({where}): emulated bf16 is slower than fp32")
+    if not _torch_bf16_supported():
+        return False, f"no native bf16: PyTorch's oneDNN does not run bf16 here ({where})"
+    return True, f"native bf16 ({'/'.join(have)}) on this CPU ({cpu['model']})"
+
+
+def native_bf16() -> bool:
+    """Whether bf16 Linear layers run on AMX tiles here (not capped away): where bf16 pays."""
+    return _bf16_verdict(cpu_info())[0]
+
+
+_logged: set[tuple[str | None, str]] = set()
+
+
+def resolve_precision(requested: str | None) -> ResolvedPrecision:
+    """The precision to run ``requested`` at on this machine (rules in the module docstring); refuses an unknown
+    name. Each distinct resolution is logged once per process."""
+    if requested is not None and requested not in REQUESTS:
+        raise ValueError(f"precision must be one of {REQUESTS} or None (fp32), got {requested!r}")
+    cpu = cpu_info()
+    native, why = _bf16_verdict(cpu)
+    if requested is None or requested == "fp32":
+        effective, reason = "fp32", "fp32 as named" if requested else "no precision named: fp32"
+    elif requested.startswith("int8-"):
+        effective, reason = requested, "int8 as named"
+    elif requested == "auto":
+        effective, reason = ("bf16-all", why) if native else ("fp32", why)
+    else:  # a bf16 name: a preference
+        effective, reason = (requested, why) if native else ("fp32", why)
+    resolved = ResolvedPrecision(requested, effective, reason, cpu, native)
+    if requested is not None and (requested, effective) not in _logged:
+        _logged.add((requested, effective))
+        log.info("precision %s -> %s: %s", requested, effective, reason)
+    return resolved
+
+
+def machine_info() -> dict[str, Any]:
+    """What a speed result depends on: the CPU, its ISA flags, the oneDNN cap, native bf16, torch and its threads."""
+    cpu = cpu_info()
+    try:
+        import torch
+
+        torch_version, threads = torch.__version__, torch.get_num_threads()
+    except ImportError:
+        torch_version, threads = None, None
+    return {"cpu_model": cpu["model"], "isa_flags": cpu["flags"], "onednn_max_cpu_isa": cpu["onednn_max_cpu_isa"],
+            "native_bf16": native_bf16(), "torch": torch_version, "torch_threads": threads,
+            "python": sys.version.split()[0]}
+
+
+__all__ = ["BF16_MIN_ISA", "ISA_FLAGS", "PRECISIONS", "REQUESTS", "ResolvedPrecision", "cpu_info", "machine_info",
+           "native_bf16", "onednn_cap", "resolve_precision"]
