@@ -1,46 +1,55 @@
 #!/bin/bash
-# The issue's newcomer check: a fresh clone, `make run`, `make serve-model`, each long-form recording streamed in real
-# time over the WebSocket (`whisperline stream-file`), scored against the recording's reference beside offline
-# faster-whisper's long-form transcript of the same recording (benchmarks/results/longform.json).
-#   bash benchmarks/newcomer.sh [STATE]   → benchmarks/results/newcomer.json   (STATE: a benchmark data state.json)
+# The newcomer's path (issue 64), as a new team takes it: a fresh clone, `make run` RUNS times from nothing (the
+# champion each run promotes: the verdict must not change), then the last run's champion
+#   - scored by the evaluate stage on real speech the pipeline never saw (REALSPEECH, every utterance held out) beside
+#     the peers: `whisperline evaluate --model models:/whisperline-recognizer-tiny.en@champion --peers`;
+#   - served by `make serve-model` and sent a long-form recording in real time (`whisperline stream-file`), once on
+#     this CPU's own kernels and once with oneDNN capped at AVX2 (a CPU without native bf16).
+#   bash benchmarks/newcomer.sh   → benchmarks/results/newcomer.{json,md}
+# Knobs: RUNS (3), NEWCOMER_DIR, REALSPEECH (../shared/data/realspeech), LONGFORM_WAV (a recording; its reference is
+# read from the folder's transcripts.tsv).
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-STATE=${1:-$REPO/outputs/bench-evaluation/state.json}
+RUNS=${RUNS:-3}
 WORK=${NEWCOMER_DIR:-/tmp/whisperline-newcomer}
-LONGFORM=${LONGFORM_WAV:-$REPO/../shared/data/longform/wav}
+REALSPEECH=$(cd "${REALSPEECH:-$REPO/../shared/data/realspeech}" && pwd)
+LONGFORM_WAV=$(realpath "${LONGFORM_WAV:-$REPO/../shared/data/longform/wav/lj_LJ002-0021_to_0034.wav}")
 rm -rf "$WORK" && git clone -q "$REPO" "$WORK" && cd "$WORK" || exit 1
 COMMIT=$(git rev-parse --short HEAD)
-T0=$(date +%s)
-make run > "$WORK/run.log" 2>&1 || { echo "make run failed: $WORK/run.log"; exit 1; }
-RUN_S=$(( $(date +%s) - T0 ))
-make serve-model > "$WORK/serve.log" 2>&1 &
-for _ in $(seq 1 150); do curl -sf http://127.0.0.1:8000/version > "$WORK/version.json" && break; sleep 2; done
-for wav in "$LONGFORM"/*.wav; do
-  .venv/bin/whisperline stream-file "$wav" > "$WORK/$(basename "$wav" .wav).stream.json" 2>>"$WORK/stream.err"
-done
-pkill -INT -f "whisperline serve-model"; sleep 5; .venv/bin/ray stop --force > /dev/null 2>&1
-cd "$REPO" && .venv/bin/python - "$STATE" "$WORK" "$RUN_S" "$COMMIT" <<'PY'
-import json, sys, time
-from pathlib import Path
-from evaluation.longform import whole_recordings
-from evaluation.sets import load_split
-from training.metrics import wer
-state, work, run_s = json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2]), int(sys.argv[3])
-recordings = {r.utt_id: r for r in whole_recordings(load_split([state["datasets"]["longform"]], ["test"]))}
-longform = json.loads(Path("benchmarks/results/longform.json").read_text())
-fw = {u["utt_id"]: u["hyp"] for u in next(s for s in longform["systems"] if s["kind"] == "faster-whisper")["per_utterance"]}
-refs, ours, theirs, rows = [], [], [], {}
-for rid, rec in sorted(recordings.items()):
-    text = (work / f"{rid}.stream.json").read_text()
-    served = json.loads(text[text.index("{"):])["text"]
-    refs.append(rec.reference); ours.append(served); theirs.append(fw[rid])
-    rows[rid] = {"words": len(rec.reference.split()), "served_wer": round(wer([rec.reference], [served]), 4),
-                 "faster_whisper_wer": round(wer([rec.reference], [fw[rid]]), 4), "served_text": served}
-version = json.loads((work / "version.json").read_text())
-result = {"commit": sys.argv[4], "date": time.strftime("%Y-%m-%d", time.gmtime()), "command": "bash benchmarks/newcomer.sh",
-          "make_run_s": run_s, "served": {k: version.get(k) for k in ("registered_model", "version", "alias", "kind")},
-          "recordings": rows, "served_wer": round(wer(refs, ours), 4), "faster_whisper_wer": round(wer(refs, theirs), 4)}
-result["difference_points"] = round(100 * (result["served_wer"] - result["faster_whisper_wer"]), 2)
-Path("benchmarks/results/newcomer.json").write_text(json.dumps(result, indent=1) + "\n")
-print(json.dumps({k: v for k, v in result.items() if k != "recordings"}, indent=1))
+mkdir -p "$WORK/newcomer"
+OUT="$WORK/newcomer"
+champion() {  # the version behind @champion: its spec name, kind and the gate's reason
+  .venv/bin/python - <<'PY'
+import json
+from mlflow import MlflowClient
+from training.tracking import default_tracking_uri
+c = MlflowClient(default_tracking_uri())
+v = c.get_model_version_by_alias("whisperline-recognizer-tiny.en", "champion")
+run = c.get_run(v.run_id)
+print(json.dumps({"version": v.version, "kind": v.tags.get("whisperline.kind"), "gate": v.tags.get("gate"),
+                  "name": json.loads(run.data.tags.get("spec") or "{}").get("name"),
+                  "dev_wer": v.tags.get("dev_wer"), "dev_repeated_words": v.tags.get("dev_repeated_words")}))
 PY
+}
+for i in $(seq 1 "$RUNS"); do
+  rm -rf outputs .prefect mlruns/mlflow.db mlruns/artifacts
+  T0=$(date +%s)
+  make run > "$OUT/run$i.log" 2>&1 || { echo "make run $i failed: $OUT/run$i.log"; exit 1; }
+  echo "{\"run\": $i, \"seconds\": $(( $(date +%s) - T0 )), \"champion\": $(champion)}" >> "$OUT/runs.jsonl"
+done
+# real speech, every utterance held out (test), as a newcomer points the data build at it
+printf 'dataset:\n  aligner: pocketsphinx\n  split_by: utterance\n  splits: {test: 1.0}\n' > "$OUT/heldout.yaml"
+.venv/bin/whisperline data build "$REALSPEECH" --name newcomer-realspeech --config "$OUT/heldout.yaml" \
+  --output-root "$OUT/datasets" > "$OUT/build.log" 2>&1 || { echo "build failed: $OUT/build.log"; exit 1; }
+VERSION=$(ls -d "$OUT"/datasets/newcomer-realspeech/*/ | head -1)
+.venv/bin/whisperline evaluate "$VERSION" --split test --model models:/whisperline-recognizer-tiny.en@champion \
+  --peers --out "$OUT/eval-real" --purpose newcomer --ledger "$OUT/ledger.jsonl" > "$OUT/evaluate.log" 2>&1 \
+  || { echo "evaluate failed: $OUT/evaluate.log"; exit 1; }
+REF=$(awk -F'\t' -v id="$(basename "$LONGFORM_WAV" .wav)" '$1 == id {print $2}' "$(dirname "$LONGFORM_WAV")/../transcripts.tsv")
+for path in native avx2; do
+  env $([ $path = avx2 ] && echo ONEDNN_MAX_CPU_ISA=AVX2) make serve-model > "$OUT/serve-$path.log" 2>&1 &
+  for _ in $(seq 1 150); do curl -sf http://127.0.0.1:8000/version > "$OUT/version-$path.json" && break; sleep 2; done
+  .venv/bin/whisperline stream-file "$LONGFORM_WAV" --reference "$REF" > "$OUT/stream-$path.json" 2>>"$OUT/stream.err"
+  pkill -INT -f "whisperline serve-model"; sleep 8; .venv/bin/ray stop --force > /dev/null 2>&1; sleep 2
+done
+cd "$REPO" && .venv/bin/python benchmarks/newcomer_report.py "$OUT" "$COMMIT" "$LONGFORM_WAV"

@@ -91,7 +91,8 @@ def stream_file_cmd(
 
     ref = reference_text(reference) if reference else None  # a bad path fails before any audio is sent
     result = stream_file(url, path, frame_ms=frame_ms, realtime=realtime)
-    out = {"version": result.ready.get("model"), "text": result.text, "audio_ms": result.summary.get("audio_ms")}
+    out = {"version": result.ready.get("model"), "text": result.text, "audio_ms": result.summary.get("audio_ms"),
+           "rtf": result.summary.get("rtf"), "end_lag_ms": result.end_lag_ms}
     lat = result.final_latencies_ms()
     if lat:
         out["final_latency_ms"] = {"median": round(statistics.median(lat), 1),
@@ -99,5 +100,8 @@ def stream_file_cmd(
     if ref is not None:
         from training.metrics import wer
 
+        from evaluation.repetition import utterance_repetition
+
         out["wer"] = round(wer([ref], [result.text]), 4)
+        out.update(utterance_repetition(result.text, ref))  # finals said again that the reference says once
     typer.echo(json.dumps(out, indent=2, default=str))

@@ -21,6 +21,9 @@ SAMPLE_RATE = 16_000
 class StreamResult:
     ready: dict[str, Any]
     events: list[dict[str, Any]] = field(default_factory=list)
+    # from the end of the audio (the last frame sent, at its audio time when streaming in real time) to the summary,
+    # on the client's clock: how far behind real time the server finished
+    end_lag_ms: float | None = None
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -79,9 +82,12 @@ def stream_samples(url: str, samples: np.ndarray, *, frame_ms: int = 100, realti
                 time.sleep(max(0.0, start + i / SAMPLE_RATE - time.monotonic()))
             ws.send(pcm[i : i + step].tobytes())
             _take_waiting(ws, result)
+        sent = time.monotonic()
         ws.send(json.dumps({"type": "end"}))
         for message in ws:
             result.events.append(json.loads(message))
+            if result.events[-1].get("type") == "summary":
+                result.end_lag_ms = round((time.monotonic() - sent) * 1000, 1)
     return result
 
 
