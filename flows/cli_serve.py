@@ -55,6 +55,7 @@ def serve_model(
     url = run(settings, port, num_replicas=replicas)
     typer.echo(f"serving {model}@{alias} at {url} (page {url}/, WebSocket {url.replace('http', 'ws')}/ws). "
                "Ctrl-C stops.")
+    typer.echo(_precision_line(url))
     try:
         while True:
             time.sleep(3600)
@@ -62,6 +63,21 @@ def serve_model(
         pass
     finally:
         serve.shutdown()
+
+
+def _precision_line(url: str) -> str:
+    """What the replica runs at and why (its /version): the resolution is logged inside the replica, where an
+    operator at the console does not see it."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{url}/version", timeout=30) as response:
+            v = json.loads(response.read())
+    except Exception as err:  # the server answers its own clients; a failed look here must not stop it
+        return f"precision: not known yet ({type(err).__name__})"
+    cpu = v.get("cpu") or {}
+    return (f"precision {v.get('precision')} (asked {v.get('precision_requested')}): {v.get('precision_reason')}; "
+            f"CPU {cpu.get('model')}")
 
 
 def reference_text(value: str) -> str:

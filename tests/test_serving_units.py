@@ -151,3 +151,35 @@ def test_stream_file_reference_takes_long_text_and_files(tmp_path):
     f.write_text("glue the sheet to the dark blue background\n", encoding="utf-8")
     assert reference_text(str(f)) == "glue the sheet to the dark blue background\n"
     assert reference_text("a\x00b") == "a\x00b"
+
+
+def test_a_stream_that_falls_behind_and_catches_up_finalizes_no_repeat_and_no_loop(realspeech: Path):
+    """A server behind real time feeds every waiting piece as one step (``catch_up``): 1.2 s at a time here, four
+    chunks per step, the way a replica 900 ms behind feeds. On 40 s of a continuous real reading, the served two-pass
+    spec's finals say no phrase twice that the reading says once, and hold no token loop."""
+    import soundfile as sf
+
+    from evaluation.repetition import utterance_repetition
+    from evaluation.systems import SystemSpec, build
+    from training.metrics import wer
+
+    longform = realspeech.parent / "longform"
+    rows = [line.split("\t") for line in (longform / "segments_ljspeech.tsv").read_text().splitlines()[1:]]
+    rec = "lj_LJ001-0033_to_0084"
+    clips = [r for r in rows if r[0] == rec and float(r[3]) <= 40.0]
+    reference = " ".join(r[4] for r in clips)
+    audio, rate = sf.read(longform / "wav" / f"{rec}.wav", dtype="float32")
+    audio = audio[: int(float(clips[-1][3]) * rate)]
+    spec = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "selection" /
+                       "served_two_pass.json").read_text())
+    recognizer, _ = build(SystemSpec(**{**spec, "precision": "auto"}))
+    session = StreamSession(recognizer, catch_up=True)
+    block = 1200 * 16
+    for i in range(0, len(audio), block):
+        session.push(audio[i : i + block])
+        session.run()
+    session.finish()
+    assert session.stats.caught_up > 0  # the steps did take several pieces at once
+    text = session.text
+    assert wer([reference], [text]) < 0.25, text
+    assert utterance_repetition(text, reference) == {"repeated_words": 0, "token_loop": False}, text
