@@ -103,9 +103,13 @@ def run(args) -> dict:
     specs = [served_spec(args.adapter)] + ([hush_spec(args.adapter, args.hush)] if args.hush else [])
     out: dict = {"rule": __doc__.split("Rule, written before the run: ")[1].strip(), "adapter": args.adapter,
                  "sets": {}}
+    if args.sets and OUT.with_suffix(".json").exists():  # the other sets' rows as written before
+        out["sets"] = json.loads(OUT.with_suffix(".json").read_text())["sets"]
     from streaming.precision import machine_info
 
     for set_name, (utts, piece_ms) in dev_sets(args.real).items():
+        if args.sets and set_name not in args.sets:
+            continue
         rows = {}
         for arm in ("off", "on"):
             arm_specs = [replace(s, name=f"{s.name} [{arm}]") for s in specs]
@@ -124,6 +128,9 @@ def run(args) -> dict:
             verdicts[s.name] = {
                 "off": {k: off.get(k) for k in keep}, "on": keep,
                 "wer_diff": round(c["diff"], 4), "wer_diff_ci95": [round(x, 4) for x in c["ci95"]],
+                # each utterance's final text: the rows can be scored again by a later metric
+                "hyps": {arm: {e["utt_id"]: e["hyp"] for e in r["per_utterance"]} for arm, r in (("off", off),
+                                                                                                ("on", on))},
                 "qualifies": (c["ci95"][0] <= 0 and on["repeated_words"] <= off["repeated_words"]
                               and on["token_loops"] == 0)}
         out["sets"][set_name] = {"n": len(utts), "piece_ms": piece_ms, "systems": verdicts,
@@ -155,6 +162,7 @@ def main() -> None:
     parser.add_argument("--real", required=True, help="the real evaluation dataset version (its dev split)")
     parser.add_argument("--adapter", required=True, help="the smoke adapter of a fresh `make run`")
     parser.add_argument("--hush", help="the hush word of that run (adds the hush-word candidate)")
+    parser.add_argument("--sets", nargs="*", help="only these sets (the others' rows are kept from the last run)")
     args = parser.parse_args()
     result = run(args)
     OUT.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str) + "\n")

@@ -132,3 +132,16 @@ def test_rows_from_per_utterance_alone_get_the_counts_and_the_table_shows_them()
 @pytest.mark.parametrize("hyp, ref, n", [(TWICE, ONCE, 5), (TWICE, TWICE, 0), ("", ONCE, 0), (ONCE, "", 0)])
 def test_empty_and_plain_texts(hyp, ref, n):
     assert utterance_repetition(hyp, ref)["repeated_words"] == n
+
+
+def test_a_list_of_digits_read_aloud_is_not_a_repeat():
+    """Whisper's normaliser joins spelled digits ("zero zero zero zero zero zero" → "000000") but not written ones
+    ("0, 0, 0, 0, 0, 0." → "0 0 0 0 0 0"): compared digit by digit, a right transcript of a list repeats nothing."""
+    from evaluation.repetition import digit_units, utterance_repetition
+
+    assert digit_units(["2287", "a", "7"]) == ["2", "2", "8", "7", "a", "7"]
+    said = "zero zero zero zero zero zero zero zero one one one one one one"
+    assert utterance_repetition("0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1.", said) == {"repeated_words": 0,
+                                                                                       "token_loop": False}
+    # three zeros more than were said are a repeat the reference does not make
+    assert utterance_repetition("0 0 0 0 0 0", "zero zero zero")["repeated_words"] == 3
