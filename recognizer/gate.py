@@ -80,7 +80,8 @@ def repetition_excluded(row: Mapping[str, Any], offline: Mapping[str, Any] | Non
 
 
 def best_offline(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The offline row with the lowest WER (the WER cap's reference; the first on a tie), or None."""
+    """The offline row with the lowest WER (the WER cap's reference; the first on a tie), or None; rows without a
+    ``kind`` (not from a report) are not offline."""
     from evaluation.report import OFFLINE_KINDS
 
     offline = [r for r in rows if r.get("kind") in OFFLINE_KINDS and _ok(r.get("wer"))]
@@ -100,12 +101,6 @@ class Default:
     min_units: int = 20
 
 
-def _groups(rows: Sequence[Mapping[str, Any]]) -> str | None:
-    """Resample recordings where utterances are segments of one recording (as evaluation.report does)."""
-    entries = rows[0]["per_utterance"]
-    return "recording" if len({e.get("recording", e["utt_id"]) for e in entries}) < len(entries) else None
-
-
 def _pick(pool: Sequence[Mapping[str, Any]], default: Default, reason: str, scope: str) -> tuple[str, str]:
     """(name, reason) of the pool's pick: the lowest WER (``reason``), or the default unless separably beaten
     (module docstring); ``scope``: which candidates the pool holds."""
@@ -118,6 +113,8 @@ def _pick(pool: Sequence[Mapping[str, Any]], default: Default, reason: str, scop
         return best["name"], f"{reason} (no per-utterance results to test the default champion against)"
     base = _best(matches, by_wer)
     from evaluation.intervals import compare
+
+    from evaluation.report import _groups  # resample recordings where utterances share one, as the report does
 
     groups = _groups(pool)
     units = len({e.get(groups, e["utt_id"]) if groups else e["utt_id"] for e in base["per_utterance"]})
