@@ -40,6 +40,16 @@ def report(work: Path, commit: str, longform: str) -> dict:
                             "precision": _json_tail(version).get("precision") if version.exists() else None,
                             "precision_reason": _json_tail(version).get("precision_reason")
                             if version.exists() else None}
+    fw_path = work / "fw-longform.json"
+    if fw_path.exists() and fw_path.stat().st_size:
+        served["faster-whisper offline"] = {k: v for k, v in _json_tail(fw_path).items() if k != "text"}
+    load = {}
+    for path, name in (("native", "serve_load.json"), ("avx2", "serve_load_avx2.json")):
+        if (RESULTS / name).exists():
+            res = json.loads((RESULTS / name).read_text())
+            load[path] = {"max_realtime_streams": res.get("max_realtime_streams"),
+                          "precision": (res.get("served") or {}).get("precision"),
+                          "machine_isa": (res.get("machine") or {}).get("onednn_max_cpu_isa")}
     verdicts = {r["champion"]["name"] for r in runs}
     result = {
         "commit": commit, "date": time.strftime("%Y-%m-%d", time.gmtime()), "command": "bash benchmarks/newcomer.sh",
@@ -48,7 +58,7 @@ def report(work: Path, commit: str, longform: str) -> dict:
                          "systems": {name: {k: r.get(k) for k in keys} | {"ci95_wer": r.get("ci95", {}).get("wer")}
                                      for name, r in rows.items()}},
         "champion_minus_faster_whisper_points": round(100 * (champion["wer"] - fw["wer"]), 2),
-        "longform_recording": Path(longform).stem, "served_longform": served,
+        "longform_recording": Path(longform).stem, "served_longform": served, "serve_load": load,
         "machine": evaluation.get("machine"),
     }
     return result
@@ -76,6 +86,10 @@ def markdown(r: dict) -> str:
         lines.append(f"| {path} | {s.get('precision')} | {100 * s.get('wer', float('nan')):.2f} % | "
                      f"{s.get('repeated_words')} | {s.get('token_loop')} | {s.get('rtf')} | {s.get('end_lag_ms')} ms | "
                      f"{lat.get('median')} / {lat.get('p90')} ms |")
+    if r.get("serve_load"):
+        lines += ["", "Served under load (`benchmarks/serve_load.py`, held-out real speech, real-time streams):", ""]
+        lines += [f"- {path} kernels ({s.get('precision')}): max_realtime_streams {s.get('max_realtime_streams')}"
+                  for path, s in r["serve_load"].items()]
     return "\n".join(lines) + "\n"
 
 

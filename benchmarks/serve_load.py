@@ -67,9 +67,12 @@ def level_summary(clients: list[list[Stream]], by_id: dict, cpu: float,
                   baseline: dict[tuple[str, int], dict[str, float]] | None) -> tuple[dict, dict]:
     """The level's row, and {(utterance, reference word): {"first", "final"}} (the N=1 level is the baseline the
     others' *added* latency is measured against: the same word of the same utterance served alone)."""
+    from evaluation.repetition import summary as repetition_summary
+    from evaluation.repetition import utterance_repetition
     from training.metrics.wer import wer
 
     per_stream, pooled, delays, errors, refs, hyps = [], {"first": [], "final": []}, [], 0, [], []
+    repetition = []  # every stream's finals at this level, not only N = 1's: load must not make a server repeat
     words: dict[tuple[str, int], dict[str, float]] = {}
     utterances = []  # N = 1 only: each utterance's transcript, for paired intervals between the servers
     for streams in clients:
@@ -84,6 +87,7 @@ def level_summary(clients: list[list[Stream]], by_id: dict, cpu: float,
                 continue
             refs.append(by_id[s.utt_id].reference)
             hyps.append(transcript(s))
+            repetition.append(utterance_repetition(hyps[-1], refs[-1]) | {"hyp": hyps[-1]})
             for kind in ("first", "final"):
                 pooled[kind] += list(lat[kind].values())
                 for i, v in lat[kind].items():
@@ -106,6 +110,7 @@ def level_summary(clients: list[list[Stream]], by_id: dict, cpu: float,
            "final_ms": {"p50": _pct(pooled["final"], 50), "p95": _pct(pooled["final"], 95)},
            "added_final_p95_ms_worst_stream": max((p["added_final_p95_ms"] or 0.0) for p in per_stream),
            "server_delay_ms": {"p50": _pct(delays, 50), "p95": _pct(delays, 95)} if delays else None,
+           **repetition_summary(repetition),
            "cpu_percent": round(cpu, 1), "realtime_ok": not errors and all(p["ok"] for p in per_stream),
            "per_stream": per_stream}
     if baseline is None:
@@ -122,13 +127,14 @@ def utterance_row(s: Stream, by_id: dict, lat: dict[str, dict[int, float]] | Non
     """One utterance at N = 1 as ``evaluation.intervals.compare`` reads it (``lat``: its
     :func:`stream_latencies`, None for a failed stream, which counts every reference word as lost and stays in
     the pairing)."""
+    from evaluation.repetition import utterance_repetition
     from training.metrics import utterance_counts
 
     hyp = "" if lat is None else transcript(s)
     counts = utterance_counts([by_id[s.utt_id].reference], [hyp])[0]
     final = [] if lat is None else list(lat["final"].values())
     return {"utt_id": s.utt_id, "ref_words": counts.ref_words, "errors": counts.errors, "hyp": hyp,
-            "error": s.error, "word_latency_ms": final, "compute_ms": 0.0, "audio_ms": s.audio_ms}
+            **utterance_repetition(hyp, by_id[s.utt_id].reference), "error": s.error, "word_latency_ms": final, "compute_ms": 0.0, "audio_ms": s.audio_ms}
 
 
 def wer_vs(system: dict, reference: dict) -> dict:
@@ -295,13 +301,15 @@ def table(result: dict) -> str:
              f"{FRAME_MS} ms PCM16 frames; at each level N every client streams the same "
              f"{result['utterances_per_stream']} utterances ({result['seconds_per_stream']} s); "
              f"{result['machine_cpus']} CPUs. `added` = final-word latency minus the same word's at N = 1.", ""]
-    header = ["system", "N", "WER", "first p50 / p95 ms", "final p50 / p95 ms", "added final p95 (worst stream) ms",
+    header = ["system", "N", "WER", "repeated words (utts) / loops", "first p50 / p95 ms", "final p50 / p95 ms", "added final p95 (worst stream) ms",
               "server delay p50 / p95 ms", "CPU %", "errors", "real time"]
     rows = []
     for sys_ in result["systems"]:
         for r in sys_["levels"]:
             d = r["server_delay_ms"]
             rows.append([sys_["system"], r["n"], f"{100 * r['wer']:.1f} %" if r["wer"] is not None else "–",
+                         f"{r.get('repeated_words', '–')} ({r.get('utterances_with_repeats', '–')}) / "
+                         f"{r.get('token_loops', '–')}",
                          f"{r['first_ms']['p50']} / {r['first_ms']['p95']}",
                          f"{r['final_ms']['p50']} / {r['final_ms']['p95']}", r["added_final_p95_ms_worst_stream"],
                          f"{d['p50']} / {d['p95']}" if d else "–", r["cpu_percent"], r["errors"],
