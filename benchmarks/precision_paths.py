@@ -3,8 +3,9 @@
     python benchmarks/precision_paths.py --real DATASET_VERSION_DIR [--adapter ADAPTER_DIR]
     # → benchmarks/results/selection/dev_precision_paths.{json,md}
 
-Paths: this CPU's own kernels (AMX here), oneDNN capped at AVX512_CORE_BF16 (bf16 dot products, no AMX: a Zen 4 or
-Cooper Lake), and capped at AVX2 (no bf16 dot products: an AVX2-only EPYC). oneDNN reads the cap at start-up, so each
+Paths: this CPU's own kernels (whatever it has: AMX on a Sapphire Rapids Xeon, AVX512-BF16 dot products on a Zen 4
+EPYC; ``machine`` in each arm says which), oneDNN capped at AVX512_CORE_BF16 (bf16 dot products, no AMX), and capped
+at AVX2 (no bf16 dot products: an AVX2-only EPYC). oneDNN reads the cap at start-up, so each
 path runs in its own interpreter. Arms on each path: fp32 and bf16-all, the served two-pass spec
 (``benchmarks/results/selection/served_two_pass.json``) over ``--adapter`` (default: the original weights), one torch
 thread (a served replica's), fixed feeding (the transcript does not depend on the machine's speed, so the arms'
@@ -102,19 +103,31 @@ def main() -> None:
     parser.add_argument("--real", required=True)
     parser.add_argument("--adapter")
     parser.add_argument("--speed-utterances", type=int, default=20)
+    parser.add_argument("--part", choices=("speed", "accuracy"), action="append",
+                        help="run only this part (repeat); the other's results are kept from the last run. Accuracy "
+                             "does not depend on the machine's load, speed does: run it on a quiet machine")
     args = parser.parse_args()
+    parts = args.part or ["speed", "accuracy"]
+    last = json.loads(OUT.with_suffix(".json").read_text()) if OUT.with_suffix(".json").exists() else {}
     result: dict = {"rule": __doc__.split("Rule, written before the run: ")[1].strip(), "adapter": args.adapter,
-                    "speed": {}, "accuracy": {}}
-    for path in PATHS:
-        result["speed"][path] = {p: run_arm(path, args.real, args.adapter, p, args.speed_utterances) for p in ARMS}
-        for p in ARMS:
-            result["speed"][path][p].pop("per_utterance")
-    full = {p: run_arm("native", args.real, args.adapter, p, None) for p in ARMS}
-    c = intervals.compare(full["bf16-all"]["per_utterance"], full["fp32"]["per_utterance"], "wer")
-    result["accuracy"] = {p: full[p]["row"] for p in ARMS} | {
-        "n_utterances": len(full["fp32"]["per_utterance"]), "bf16_minus_fp32": round(c["diff"], 4),
-        "ci95": [round(x, 4) for x in c["ci95"]]}
-    accurate = c["ci95"][0] <= 0
+                    "speed": last.get("speed", {}) if "speed" not in parts else {},
+                    "accuracy": last.get("accuracy", {}) if "accuracy" not in parts else {}}
+    if "speed" in parts:
+        for path in PATHS:
+            result["speed"][path] = {p: run_arm(path, args.real, args.adapter, p, args.speed_utterances) for p in ARMS}
+            for p in ARMS:
+                result["speed"][path][p].pop("per_utterance")
+    if "accuracy" in parts:
+        full = {p: run_arm("native", args.real, args.adapter, p, None) for p in ARMS}
+        c = intervals.compare(full["bf16-all"]["per_utterance"], full["fp32"]["per_utterance"], "wer")
+        result["accuracy"] = {p: full[p]["row"] for p in ARMS} | {
+            "n_utterances": len(full["fp32"]["per_utterance"]), "bf16_minus_fp32": round(c["diff"], 4),
+            "ci95": [round(x, 4) for x in c["ci95"]], "machine": full["fp32"]["machine"]}
+    OUT.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    if not (result["speed"] and result["accuracy"]):
+        print("partial run written; run the other part to decide")
+        return
+    accurate = result["accuracy"]["ci95"][0] <= 0
     result["choice"] = {}
     for path, arms in result["speed"].items():
         fp32, bf16 = arms["fp32"]["row"]["rtf"], arms["bf16-all"]["row"]["rtf"]
