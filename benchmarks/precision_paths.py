@@ -103,6 +103,8 @@ def main() -> None:
     parser.add_argument("--real", required=True)
     parser.add_argument("--adapter")
     parser.add_argument("--speed-utterances", type=int, default=20)
+    parser.add_argument("--paths", default=",".join(PATHS), help="the speed part's paths (where the CPU's own path "
+                        "is AVX512-BF16, the avx512-bf16 cap is the same path)")
     parser.add_argument("--part", choices=("speed", "accuracy"), action="append",
                         help="run only this part (repeat); the other's results are kept from the last run. Accuracy "
                              "does not depend on the machine's load, speed does: run it on a quiet machine")
@@ -113,7 +115,7 @@ def main() -> None:
                     "speed": last.get("speed", {}) if "speed" not in parts else {},
                     "accuracy": last.get("accuracy", {}) if "accuracy" not in parts else {}}
     if "speed" in parts:
-        for path in PATHS:
+        for path in args.paths.split(","):
             result["speed"][path] = {p: run_arm(path, args.real, args.adapter, p, args.speed_utterances) for p in ARMS}
             for p in ARMS:
                 result["speed"][path][p].pop("per_utterance")
