@@ -204,7 +204,7 @@ def main() -> None:
     from tasks.runtime import prefect_api
     from evaluation.report import evaluate_systems
     from evaluation.sets import describe, load_split
-    from streaming.quantize import bf16_native, resolve_precision
+    from streaming.precision import native_bf16, resolve_precision
     from training.weights import load_model
 
     torch.set_num_threads(args.threads)
@@ -244,7 +244,7 @@ def main() -> None:
     for r in result["one_thread"]["systems"]:
         result[f"rtf_tiny_{r['chunk_ms']}ms_1_thread"] = r["rtf"]
     result["precision"] = {"optimised": PRECISION, "optimised_effective": resolve_precision(PRECISION).effective,
-                           "bf16_native": bf16_native()}
+                           "bf16_native": native_bf16()}
     macs = mac_summary(load_model("tiny.en").dims, scored, CHUNKS)
     result["encoder_mac_ratio_stream_vs_offline"] = macs["300ms"]["stream_30s_vs_offline"]
     result["encoder_macs"] = macs

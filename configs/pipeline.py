@@ -137,8 +137,8 @@ class PipelineConfig(BaseModel):
     two_pass_hold_last_edge_ms: int | None = Field(300, gt=0, description="two-pass: a last word ending this far "
                                                    "before the audio's end is not held (None: always held)")
     # the two-pass recognizer's Linear layers: resolved on the machine that runs the recognizer
-    # (streaming.quantize.resolve_precision): "auto" is bf16 encoder + decoder where the CPU has native bf16
-    # (AVX512-BF16 / AMX), else fp32, since emulated bf16 is several times slower than fp32; a bf16 name is kept
+    # (streaming.precision.resolve_precision): "auto" is bf16 encoder + decoder where the CPU has native bf16
+    # (AMX, or AVX512-BF16 on a CPU without AMX: docs/decisions/precision-per-cpu.md), else fp32, since emulated bf16 is several times slower than fp32; a bf16 name is kept
     # only where native, int8 and fp32 as named (None: fp32)
     two_pass_precision: Literal["auto", "fp32", "bf16-all", "bf16-encoder", "int8-encoder", "int8-all"] | None = "auto"
     # the mid-stream verifier's padding of the two-pass candidates, each registered and left to the dev gate: the

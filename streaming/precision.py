@@ -1,11 +1,11 @@
 """Which precision a recognizer's Linear layers run at on the machine that runs it (one resolver for every loader).
 
 A recognizer spec names a precision (``SystemSpec.precision``: ``"bf16-all"``, ..., ``"auto"``, ``"fp32"`` or None).
-bfloat16 only pays where oneDNN runs it on AMX tiles: without bf16 dot products PyTorch emulates bf16 and a bf16
-Linear is several times slower than fp32, enough to put a streaming recognizer behind real time, and with AVX512-BF16
-dot products alone a streaming step's few-row products are still no faster than fp32 (docs/decisions/
-precision-per-cpu.md). So a bf16 name is a preference, kept where bf16 is native and fp32 otherwise; ``"auto"`` is bf16 encoder +
-decoder where native, else fp32; int8 and fp32 are kept as named (int8 dynamic quantization runs on AVX2 too).
+bfloat16 only pays where oneDNN has native bf16 dot products: AMX tiles, or AVX512-BF16 on a CPU that has it. Without
+them PyTorch emulates bf16 and a bf16 Linear is several times slower than fp32, enough to put a streaming recognizer
+behind real time (docs/decisions/precision-per-cpu.md: the recognizer's RTF per path, measured on dev). So a bf16 name
+is a preference, kept where bf16 is native and fp32 otherwise; ``"auto"`` is bf16 encoder + decoder where native, else
+fp32; int8 and fp32 are kept as named (int8 dynamic quantization runs on AVX2 too).
 
 The evaluate stage (``training.causal.evaluate.load_tuned``), a registered recognizer's pyfunc (which loads through
 it) and the server (``serving.models``) all resolve here, so one machine gives one answer everywhere, and each
@@ -29,9 +29,9 @@ log = logging.getLogger("whisperline.precision")
 PRECISIONS = ("bf16-all", "bf16-encoder", "int8-encoder", "int8-all")  # what lowers Linear layers
 REQUESTS = ("auto", "fp32", *PRECISIONS)  # what a spec, the pipeline config or `serve-model --precision` may name
 ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
-# bf16 pays only with AMX tiles: with AVX512-BF16 dot products alone (oneDNN capped at AVX512_CORE_BF16 on this AMX
-# machine) a streaming step's few-row GEMMs ran slower in bf16 than in fp32 (docs/decisions/precision-per-cpu.md)
-BF16_FLAGS = ("amx_bf16",)
+# the CPU flags that give oneDNN native bf16 dot products, best first, each with the lowest ONEDNN_MAX_CPU_ISA that
+# keeps that path (docs/decisions/precision-per-cpu.md: bf16 against fp32 measured per path)
+BF16_FLAGS = {"amx_bf16": "AVX512_CORE_AMX", "avx512_bf16": "AVX512_CORE_BF16"}
 
 # oneDNN's CPU ISA names in increasing order (the values of ONEDNN_MAX_CPU_ISA); the AVX10 names are aliases of the
 # AVX512 ones. oneDNN dispatches bf16 dot products from AVX512_CORE_BF16 on (below it, bf16 is converted in software)
@@ -41,7 +41,7 @@ _ISA_ORDER = (("SSE41",), ("AVX",), ("AVX2",), ("AVX2_VNNI",), ("AVX2_VNNI_2",),
               ("AVX10_1_512_AMX", "AVX512_CORE_AMX"), ("AVX10_1_512_AMX_FP16", "AVX512_CORE_AMX_FP16"),
               ("DEFAULT", "ALL"))
 ISA_RANK = {name: rank for rank, names in enumerate(_ISA_ORDER) for name in names}
-BF16_MIN_ISA = "AVX512_CORE_AMX"
+BF16_MIN_ISA = min(BF16_FLAGS.values(), key=lambda isa: ISA_RANK[isa])  # below it no CPU has native bf16
 
 
 @dataclass(frozen=True)
@@ -107,10 +107,13 @@ def _bf16_verdict(cpu: dict[str, Any]) -> tuple[bool, str]:
     where = f"{cpu['model']}, flags {' '.join(cpu['flags']) or 'none known'}"
     have = [f for f in BF16_FLAGS if f in cpu["flags"]]
     if not have:
-        return False, f"no native bf16 (AMX) on this CPU ({where}): bf16 is slower than fp32 here"
+        return False, f"no native bf16 (AMX or AVX512-BF16) on this CPU ({where}): bf16 is slower than fp32 here"
     cap = cpu["onednn_max_cpu_isa"]
-    if cap is not None and ISA_RANK.get(cap.upper(), ISA_RANK["ALL"]) < ISA_RANK[BF16_MIN_ISA]:
-        return False, (f"no native bf16: oneDNN is capped at {cap} by the environment, below {BF16_MIN_ISA} "
+    # the CPU's own best path decides: an AMX CPU capped below AMX runs oneDNN's AVX512-BF16 kernels, which were slower
+    # than fp32 there, while on a CPU whose best is AVX512-BF16 they were faster (the decision record)
+    need = BF16_FLAGS[have[0]]
+    if cap is not None and ISA_RANK.get(cap.upper(), ISA_RANK["ALL"]) < ISA_RANK[need]:
+        return False, (f"no native bf16: oneDNN is capped at {cap} by the environment, below {need} "
                        f"({where}): emulated bf16 is slower than fp32")
     if not _torch_bf16_supported():
         return False, f"no native bf16: PyTorch's oneDNN does not run bf16 here ({where})"
@@ -118,7 +121,7 @@ def _bf16_verdict(cpu: dict[str, Any]) -> tuple[bool, str]:
 
 
 def native_bf16() -> bool:
-    """Whether bf16 Linear layers run on AMX tiles here (not capped away): where bf16 pays."""
+    """Whether bf16 Linear layers run on native bf16 dot products here (AMX or AVX512-BF16, not capped away)."""
     return _bf16_verdict(cpu_info())[0]
 
 

@@ -14,8 +14,8 @@ the default; ``"all"`` is the faster option. Per-tensor scales diverged more (4 
 bfloat16 (``bf16_linears``) keeps a relative error per element (8-bit mantissa, fp32 accumulation) instead of
 one scale per tensor of activations, so the activation outliers of a transformer cost it nothing: on the same 81
 utterances encoder and decoder in bf16 change 0.67 % (300 ms) / 1.26 % (100 ms) of the words, fewer than int8 on the
-encoder alone, for 1.6× faster streaming (AVX512-BF16 GEMMs run ~3.5× fp32's at 15 rows here; a CPU without
-bf16 dot products emulates them, several times slower than fp32: ``bf16_native()`` says which).
+encoder alone, for 1.6× faster streaming where the CPU has bf16 dot products (AMX or AVX512-BF16); a CPU without
+them emulates bf16, several times slower than fp32: ``streaming.precision.native_bf16()`` says which).
 ``precision`` strings name both: ``"bf16-all"``, ``"bf16-encoder"``, ``"int8-encoder"``, ``"int8-all"``; a spec may
 also name ``"auto"`` or ``"fp32"``, which ``streaming.precision.resolve_precision`` turns into one of them (or fp32)
 on the machine that runs the recognizer, as it does a bf16 name on a CPU without native bf16.
@@ -33,7 +33,7 @@ import warnings
 import torch
 from torch import nn
 
-from streaming.precision import PRECISIONS, REQUESTS, native_bf16, resolve_precision
+from streaming.precision import PRECISIONS, REQUESTS, resolve_precision
 
 
 SCOPES = ("encoder", "all")
@@ -51,12 +51,6 @@ class BF16Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.linear(x.to(torch.bfloat16), self.weight, self.bias).to(x.dtype)
-
-
-def bf16_native() -> bool:
-    """Whether bf16 runs on AMX tiles here (``streaming.precision.native_bf16``): else it is no faster than fp32.
-    The resolver's own test (``streaming.precision``), so the two never disagree."""
-    return native_bf16()
 
 
 def _linears(model: nn.Module, scope: str):
@@ -115,5 +109,5 @@ def quantize_linears(model: nn.Module, scope: str = "encoder", per_channel: bool
     return len(found)
 
 
-__all__ = ["BF16Linear", "PRECISIONS", "REQUESTS", "SCOPES", "bf16_linears", "bf16_native", "lower_precision", "quantize_linears",
+__all__ = ["BF16Linear", "PRECISIONS", "REQUESTS", "SCOPES", "bf16_linears", "lower_precision", "quantize_linears",
            "resolve_precision"]
