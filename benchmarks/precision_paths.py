@@ -142,7 +142,10 @@ def main() -> None:
 
 
 def markdown(r: dict) -> str:
+    machine = next(iter(next(iter(r["speed"].values())).values()))["machine"]
     lines = ["# `auto` precision per CPU path, on dev (benchmarks/precision_paths.py)", "", f"Rule: {r['rule']}", "",
+             f"CPU: {machine.get('cpu_model')}, flags {' '.join(machine.get('isa_flags') or [])}; one torch thread.",
+             "",
              "| path | arm | RTF | step p90 | step median | auto |", "|---|---|---|---|---|---|"]
     for path, arms in r["speed"].items():
         for p, a in arms.items():
