@@ -33,7 +33,8 @@ def report(work: Path, commit: str, longform: str) -> dict:
     keys = ("wer", "repeated_words", "utterances_with_repeats", "token_loops", "word_latency_ms_median",
             "word_latency_ms_p90", "rtf")
     served = {}
-    for path in ("native", "avx2"):
+    # "native-bf16": the own-kernel stream again after a precision change (benchmarks/newcomer.sh leaves it out)
+    for path in ("native", "native-bf16", "avx2"):
         stream, version = work / f"stream-{path}.json", work / f"version-{path}.json"
         if stream.exists() and stream.stat().st_size:
             served[path] = {**{k: v for k, v in _json_tail(stream).items() if k != "text"},
