@@ -59,14 +59,13 @@ for path in native avx2; do
 done
 # offline faster-whisper on the same recording: the bar the served finals' repeats are held to
 .venv/bin/python - "$LONGFORM_WAV" "$REF" > "$OUT/fw-longform.json" <<'PY'
-import json, sys, wave
-import numpy as np
+import json, sys
+from data.audio import load_audio
 from evaluation.repetition import utterance_repetition
 from evaluation.systems import faster_whisper_model, faster_whisper_text
 from training.metrics.wer import wer
 from training.weights import ct2_files
-with wave.open(sys.argv[1]) as w:
-    audio = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float32) / 32768.0
+audio = load_audio(sys.argv[1], max_duration_s=24 * 3600.0).samples
 text = faster_whisper_text(faster_whisper_model(ct2_files("tiny.en").model_parts[0].parent), audio)
 print(json.dumps({"wer": round(wer([sys.argv[2]], [text]), 4), **utterance_repetition(text, sys.argv[2]), "text": text}))
 PY

@@ -134,7 +134,8 @@ def utterance_row(s: Stream, by_id: dict, lat: dict[str, dict[int, float]] | Non
     counts = utterance_counts([by_id[s.utt_id].reference], [hyp])[0]
     final = [] if lat is None else list(lat["final"].values())
     return {"utt_id": s.utt_id, "ref_words": counts.ref_words, "errors": counts.errors, "hyp": hyp,
-            **utterance_repetition(hyp, by_id[s.utt_id].reference), "error": s.error, "word_latency_ms": final, "compute_ms": 0.0, "audio_ms": s.audio_ms}
+            **utterance_repetition(hyp, by_id[s.utt_id].reference), "error": s.error, "word_latency_ms": final,
+            "compute_ms": 0.0, "audio_ms": s.audio_ms}
 
 
 def wer_vs(system: dict, reference: dict) -> dict:
@@ -301,8 +302,8 @@ def table(result: dict) -> str:
              f"{FRAME_MS} ms PCM16 frames; at each level N every client streams the same "
              f"{result['utterances_per_stream']} utterances ({result['seconds_per_stream']} s); "
              f"{result['machine_cpus']} CPUs. `added` = final-word latency minus the same word's at N = 1.", ""]
-    header = ["system", "N", "WER", "repeated words (utts) / loops", "first p50 / p95 ms", "final p50 / p95 ms", "added final p95 (worst stream) ms",
-              "server delay p50 / p95 ms", "CPU %", "errors", "real time"]
+    header = ["system", "N", "WER", "repeated words (utts) / loops", "first p50 / p95 ms", "final p50 / p95 ms",
+              "added final p95 (worst stream) ms", "server delay p50 / p95 ms", "CPU %", "errors", "real time"]
     rows = []
     for sys_ in result["systems"]:
         for r in sys_["levels"]:

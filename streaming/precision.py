@@ -41,7 +41,6 @@ _ISA_ORDER = (("SSE41",), ("AVX",), ("AVX2",), ("AVX2_VNNI",), ("AVX2_VNNI_2",),
               ("AVX10_1_512_AMX", "AVX512_CORE_AMX"), ("AVX10_1_512_AMX_FP16", "AVX512_CORE_AMX_FP16"),
               ("DEFAULT", "ALL"))
 ISA_RANK = {name: rank for rank, names in enumerate(_ISA_ORDER) for name in names}
-BF16_MIN_ISA = min(BF16_FLAGS.values(), key=lambda isa: ISA_RANK[isa])  # below it no CPU has native bf16
 
 
 @dataclass(frozen=True)
@@ -164,5 +163,5 @@ def machine_info() -> dict[str, Any]:
             "python": sys.version.split()[0]}
 
 
-__all__ = ["BF16_MIN_ISA", "ISA_FLAGS", "PRECISIONS", "REQUESTS", "ResolvedPrecision", "cpu_info", "machine_info",
+__all__ = ["BF16_FLAGS", "ISA_FLAGS", "PRECISIONS", "REQUESTS", "ResolvedPrecision", "cpu_info", "machine_info",
            "native_bf16", "onednn_cap", "resolve_precision"]
