@@ -4,7 +4,7 @@
 #   - scored by the evaluate stage on real speech the pipeline never saw (REALSPEECH, every utterance held out) beside
 #     the peers: `whisperline evaluate --model models:/whisperline-recognizer-tiny.en@champion --peers`;
 #   - served by `make serve-model` and sent a long-form recording in real time (`whisperline stream-file`), once on
-#     this CPU's own kernels and once with oneDNN capped at AVX2 (a CPU without native bf16); offline faster-whisper
+#     this CPU's own kernels and once capped as an AVX2-only CPU (no native bf16); offline faster-whisper
 #     transcribes the same recording (the bar for repeats);
 #   - served under load (benchmarks/serve_load.py, SERVE_LOAD=1) on both kernel paths: max_realtime_streams.
 #   bash benchmarks/newcomer.sh   → benchmarks/results/newcomer.{json,md}, serve_load{,_avx2}.{json,md}
@@ -51,8 +51,10 @@ VERSION=$(ls -d "$OUT"/datasets/newcomer-realspeech/*/ | head -1)
   --peers --out "$OUT/eval-real" --purpose newcomer --ledger "$OUT/ledger.jsonl" > "$OUT/evaluate.log" 2>&1 \
   || { echo "evaluate failed: $OUT/evaluate.log"; exit 1; }
 REF=$(awk -F'\t' -v id="$(basename "$LONGFORM_WAV" .wav)" '$1 == id {print $2}' "$(dirname "$LONGFORM_WAV")/../transcripts.tsv")
+# an AVX2-only CPU, emulated: every kernel library capped at once (streaming.precision.AVX2_MACHINE)
+AVX2_ENV=$(.venv/bin/python -c 'from streaming.precision import AVX2_MACHINE as m; print(*(f"{k}={v}" for k, v in m.items()))')
 for path in native avx2; do
-  env $([ $path = avx2 ] && echo ONEDNN_MAX_CPU_ISA=AVX2) make serve-model > "$OUT/serve-$path.log" 2>&1 &
+  env $([ $path = avx2 ] && echo $AVX2_ENV) make serve-model > "$OUT/serve-$path.log" 2>&1 &
   for _ in $(seq 1 150); do curl -sf http://127.0.0.1:8000/version > "$OUT/version-$path.json" && break; sleep 2; done
   .venv/bin/whisperline stream-file "$LONGFORM_WAV" --reference "$REF" > "$OUT/stream-$path.json" 2>>"$OUT/stream.err"
   pkill -INT -f "whisperline serve-model"; sleep 8; .venv/bin/ray stop --force > /dev/null 2>&1; sleep 2
@@ -73,7 +75,7 @@ PY
 if [ "${SERVE_LOAD:-1}" = 1 ]; then
   echo "{\"datasets\": {\"real\": \"$VERSION\"}}" > "$OUT/state.json"
   for path in native avx2; do
-    env $([ $path = avx2 ] && echo ONEDNN_MAX_CPU_ISA=AVX2) .venv/bin/python benchmarks/serve_load.py \
+    env $([ $path = avx2 ] && echo $AVX2_ENV) .venv/bin/python benchmarks/serve_load.py \
       --model models:/whisperline-recognizer-tiny.en@champion --tracking-uri "sqlite:///$WORK/mlruns/mlflow.db" \
       --out "$OUT" --levels "${LOAD_LEVELS:-1,2,3,4,6}" --every 3 \
       --results-name "serve_load$([ $path = avx2 ] && echo _avx2)" > "$OUT/serve-load-$path.log" 2>&1

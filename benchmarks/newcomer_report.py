@@ -50,8 +50,15 @@ def report(work: Path, commit: str, longform: str) -> dict:
             res = json.loads((RESULTS / name).read_text())
             load[path] = {"max_realtime_streams": res.get("max_realtime_streams"),
                           "precision": (res.get("served") or {}).get("precision"),
-                          "machine_isa": (res.get("machine") or {}).get("onednn_max_cpu_isa")}
+                          "machine_isa": (res.get("machine") or {}).get("onednn_max_cpu_isa"),
+                          "isa_caps": (res.get("machine") or {}).get("isa_caps")}
     verdicts = {r["champion"]["name"] for r in runs}
+    native, avx2 = served.get("native-bf16") or served.get("native"), served.get("avx2")
+    bars = {}
+    if native and avx2:
+        ratio = avx2["final_latency_ms"]["median"] / native["final_latency_ms"]["median"]
+        bars = {"avx2_keeps_up": avx2["rtf"] < 1 and avx2["end_lag_ms"] < 1000,
+                "avx2_over_native_final_latency_median": round(ratio, 3), "avx2_latency_within_20pct": ratio <= 1.2}
     result = {
         "commit": commit, "date": time.strftime("%Y-%m-%d", time.gmtime()), "command": "bash benchmarks/newcomer.sh",
         "runs": runs, "same_champion_every_run": len(verdicts) == 1,
@@ -60,7 +67,7 @@ def report(work: Path, commit: str, longform: str) -> dict:
                                      for name, r in rows.items()}},
         "champion_minus_faster_whisper_points": round(100 * (champion["wer"] - fw["wer"]), 2),
         "longform_recording": Path(longform).stem, "served_longform": served, "serve_load": load,
-        "machine": evaluation.get("machine"),
+        "served_bars": bars, "machine": evaluation.get("machine"),
     }
     return result
 
@@ -87,6 +94,10 @@ def markdown(r: dict) -> str:
         lines.append(f"| {path} | {s.get('precision')} | {100 * s.get('wer', float('nan')):.2f} % | "
                      f"{s.get('repeated_words')} | {s.get('token_loop')} | {s.get('rtf')} | {s.get('end_lag_ms')} ms | "
                      f"{lat.get('median')} / {lat.get('p90')} ms |")
+    if b := r.get("served_bars"):
+        lines += ["", f"AVX2 path keeps up (RTF < 1, end lag < 1 s): {'yes' if b['avx2_keeps_up'] else 'NO'}; its median "
+                  f"final-word latency is {b['avx2_over_native_final_latency_median']:.2f}× the native path's (bar "
+                  f"≤ 1.20: {'met' if b['avx2_latency_within_20pct'] else 'NOT met'})."]
     if r.get("serve_load"):
         lines += ["", "Served under load (`benchmarks/serve_load.py`, held-out real speech, real-time streams):", ""]
         lines += [f"- {path} kernels ({s.get('precision')}): max_realtime_streams {s.get('max_realtime_streams')}"

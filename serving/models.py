@@ -5,8 +5,8 @@ scores; ``training.causal.pyfunc_model`` / ``training.emma.pyfunc_model`` for a 
 (artifacts, base weights checked against the recorded sha256), so a served model is exactly what the registry
 promoted; the server then asks it for one engine per stream (``engine(chunk_ms)``). For speed the loaded weights
 are then made inference-only: the LoRA adapter merged into them and the Linear layers lowered to ``precision``
-(``streaming.quantize``; "auto" by default: bf16 where the CPU has native bf16 — 0.67 % of the words differ from
-fp32 on train + dev at 300 ms, 1.6× faster, benchmarks/results/streaming.md — else fp32).
+(``streaming.quantize``; "auto" by default, resolved per CPU path by ``streaming.precision``: bf16 where the CPU has
+native bf16, else int8 on the encoder; docs/decisions/precision-per-cpu.md).
 
 A registered recognizer runs the precision its spec names unless the server is given one: then its spec's
 precision is replaced at load (MLflow's load-time ``model_config``), before any weight is read. Either way the

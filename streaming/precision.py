@@ -4,8 +4,9 @@ A recognizer spec names a precision (``SystemSpec.precision``: ``"bf16-all"``, .
 bfloat16 only pays where oneDNN has native bf16 dot products: AMX tiles, or AVX512-BF16 on a CPU that has it. Without
 them PyTorch emulates bf16 and a bf16 Linear is several times slower than fp32, enough to put a streaming recognizer
 behind real time (docs/decisions/precision-per-cpu.md: the recognizer's RTF per path, measured on dev). So a bf16 name
-is a preference, kept where bf16 is native and fp32 otherwise; ``"auto"`` is bf16 encoder + decoder where native, else
-fp32; int8 and fp32 are kept as named (int8 dynamic quantization runs on AVX2 too).
+is a preference, kept where bf16 is native and fp32 otherwise; ``"auto"`` is ``AUTO``'s choice for the path (bf16
+encoder + decoder where native, else int8 on the encoder: each the fastest arm that was not worse than fp32 on real
+dev on that path); int8 and fp32 are kept as named (int8 dynamic quantization runs on AVX2 too).
 
 The evaluate stage (``training.causal.evaluate.load_tuned``), a registered recognizer's pyfunc (which loads through
 it) and the server (``serving.models``) all resolve here, so one machine gives one answer everywhere, and each
@@ -32,6 +33,14 @@ ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_b
 # the CPU flags that give oneDNN native bf16 dot products, best first, each with the lowest ONEDNN_MAX_CPU_ISA that
 # keeps that path (docs/decisions/precision-per-cpu.md: bf16 against fp32 measured per path)
 BF16_FLAGS = {"amx_bf16": "AVX512_CORE_AMX", "avx512_bf16": "AVX512_CORE_BF16"}
+# what "auto" runs, by whether bf16 is native here: decided per path on dev (benchmarks/precision_paths.py's rule)
+AUTO = {True: "bf16-all", False: "int8-encoder"}
+# What an AVX2-only CPU runs, emulated on a bigger one: each kernel library reads its own cap once, at start-up, so
+# all four are set together in a fresh process. oneDNN alone is not enough: fp32 GEMMs go through MKL, int8 dynamic
+# quantization through FBGEMM (both kept AVX-512 under a oneDNN cap: FBGEMM's int8 Linear was 1.6x faster there
+# than when capped), and ATen's own vector kernels through ATEN_CPU_CAPABILITY.
+AVX2_MACHINE = {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
+                "ATEN_CPU_CAPABILITY": "avx2"}
 
 # oneDNN's CPU ISA names in increasing order (the values of ONEDNN_MAX_CPU_ISA); the AVX10 names are aliases of the
 # AVX512 ones. oneDNN dispatches bf16 dot products from AVX512_CORE_BF16 on (below it, bf16 is converted in software)
@@ -139,7 +148,7 @@ def resolve_precision(requested: str | None) -> ResolvedPrecision:
     elif requested.startswith("int8-"):
         effective, reason = requested, "int8 as named"
     elif requested == "auto":
-        effective, reason = ("bf16-all", why) if native else ("fp32", why)
+        effective, reason = AUTO[native], why if native else f"{why}; auto runs {AUTO[native]} on such a CPU"
     else:  # a bf16 name: a preference
         effective, reason = (requested, why) if native else ("fp32", why)
     resolved = ResolvedPrecision(requested, effective, reason, cpu, native)
@@ -156,12 +165,14 @@ def machine_info() -> dict[str, Any]:
         import torch
 
         torch_version, threads = torch.__version__, torch.get_num_threads()
+        aten = torch.backends.cpu.get_cpu_capability()
     except ImportError:
-        torch_version, threads = None, None
+        torch_version, threads, aten = None, None, None
     return {"cpu_model": cpu["model"], "isa_flags": cpu["flags"], "onednn_max_cpu_isa": cpu["onednn_max_cpu_isa"],
+            "isa_caps": {k: os.environ[k] for k in AVX2_MACHINE if os.environ.get(k)}, "aten_cpu_capability": aten,
             "native_bf16": native_bf16(), "torch": torch_version, "torch_threads": threads,
             "python": sys.version.split()[0]}
 
 
-__all__ = ["BF16_FLAGS", "ISA_FLAGS", "PRECISIONS", "REQUESTS", "ResolvedPrecision", "cpu_info", "machine_info",
-           "native_bf16", "onednn_cap", "resolve_precision"]
+__all__ = ["AUTO", "AVX2_MACHINE", "BF16_FLAGS", "ISA_FLAGS", "PRECISIONS", "REQUESTS", "ResolvedPrecision",
+           "cpu_info", "machine_info", "native_bf16", "onednn_cap", "resolve_precision"]

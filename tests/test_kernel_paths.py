@@ -15,10 +15,11 @@ import sys
 import pytest
 from conftest import REPO
 
+from streaming.precision import AVX2_MACHINE
+
 PATHS = {
     "aten-default": {"ATEN_CPU_CAPABILITY": "default"},  # scalar ATen kernels
-    # what an AVX2-only CPU runs: every library capped at AVX2 at once (ATen, oneDNN, MKL)
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "avx2": AVX2_MACHINE,  # what an AVX2-only CPU runs: every kernel library capped at AVX2 at once
     "aten-avx512": {"ATEN_CPU_CAPABILITY": "avx512"},
 }
 # ATen obeys ATEN_CPU_CAPABILITY without asking the CPU: forcing "avx512" where the CPU lacks it runs AVX-512

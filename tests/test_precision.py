@@ -1,8 +1,9 @@
 """The precision a recognizer runs at, resolved on the machine that runs it (``streaming.precision``, issue 64).
 
-On this CPU as it is, and in fresh interpreters with oneDNN capped at AVX2 (what an AVX2-only CPU runs: oneDNN
-reads the cap once, at start-up, hence the subprocess), where bf16 is emulated and several times slower than fp32:
-there "auto" and a bf16 name must give fp32, and the weights ``load_tuned`` returns must hold no bf16 layer.
+On this CPU as it is, and in fresh interpreters capped as an AVX2-only CPU (``streaming.precision.AVX2_MACHINE``: each
+kernel library reads its cap once, at start-up, hence the subprocess), where bf16 is emulated and several times
+slower than fp32: there a bf16 name must give fp32, "auto" int8 on the encoder, and the weights ``load_tuned``
+returns must hold no bf16 layer.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def _in_fresh_interpreter(code: str, **env: str) -> subprocess.CompletedProcess:
 def test_the_resolver_agrees_with_this_cpu_and_with_torch():
     import torch
 
-    from streaming.precision import BF16_FLAGS, cpu_info, machine_info, resolve_precision
+    from streaming.precision import AUTO, BF16_FLAGS, cpu_info, machine_info, resolve_precision
 
     cpu = cpu_info()
     assert cpu["model"] and set(cpu["flags"]) <= {"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile",
@@ -35,7 +36,8 @@ def test_the_resolver_agrees_with_this_cpu_and_with_torch():
     if cpu["onednn_max_cpu_isa"] is None:
         assert auto.native_bf16 == expected
     assert auto.native_bf16 == machine_info()["native_bf16"]
-    assert auto.effective == ("bf16-all" if auto.native_bf16 else "fp32") and auto.reason
+    assert auto.effective == AUTO[auto.native_bf16] and auto.reason
+    assert AUTO == {True: "bf16-all", False: "int8-encoder"}  # the adopted values (docs/decisions/precision-per-cpu.md)
     assert resolve_precision("bf16-encoder").effective == ("bf16-encoder" if auto.native_bf16 else "fp32")
     for kept in ("int8-encoder", "int8-all", "fp32"):
         assert resolve_precision(kept).effective == kept
@@ -75,7 +77,7 @@ def test_a_onednn_cap_below_the_cpus_bf16_path_means_no_native_bf16(cap, monkeyp
     assert resolve_precision("bf16-all").native_bf16 == resolved.native_bf16
 
 
-def test_under_avx2_bf16_gives_fp32_and_load_tuned_keeps_plain_linear_layers():
+def test_on_an_avx2_cpu_bf16_gives_fp32_and_auto_int8_on_the_encoder():
     code = """
 import json, logging, torch
 logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s")
@@ -86,23 +88,33 @@ from training.causal.evaluate import load_tuned
 out = {p or "none": resolve_precision(p).as_dict() for p in ("auto", "bf16-all", "int8-encoder", "fp32", None)}
 model = load_tuned("tiny.en", None, precision="auto")
 out["layers"] = {"bf16": sum(isinstance(m, BF16Linear) for m in model.modules()),
+                 "int8": sum(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in model.encoder.modules()),
                  "linear": sum(isinstance(m, torch.nn.Linear) for m in model.modules())}
+out["aten"] = torch.backends.cpu.get_cpu_capability()
 out["torch_bf16"] = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 out["bf16_native"] = native_bf16()
 print(json.dumps(out))
 """
-    proc = _in_fresh_interpreter(code, ONEDNN_MAX_CPU_ISA="AVX2")
+    from streaming.precision import AVX2_MACHINE
+
+    if not {"avx2", "fma"} <= set(open("/proc/cpuinfo").read().split()):
+        pytest.skip("this CPU cannot run AVX2 kernels")
+    proc = _in_fresh_interpreter(code, **AVX2_MACHINE)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert not out["torch_bf16"] and not out["bf16_native"]  # oneDNN itself runs no bf16 there
+    assert out["aten"] == "AVX2"
     auto, bf16 = out["auto"], out["bf16-all"]
-    assert auto["effective"] == "fp32" and not auto["native_bf16"] and auto["cpu"]["onednn_max_cpu_isa"] == "AVX2"
+    assert auto["effective"] == "int8-encoder" and not auto["native_bf16"]
+    assert auto["cpu"]["onednn_max_cpu_isa"] == "AVX2" and "no native bf16" in auto["reason"]
     assert bf16["effective"] == "fp32" and "no native bf16" in bf16["reason"] and "AVX2" in bf16["reason"]
     assert out["int8-encoder"]["effective"] == "int8-encoder"
     assert out["fp32"]["effective"] == "fp32" and out["none"]["effective"] == "fp32"
-    assert out["layers"] == {"bf16": 0, "linear": 4 * 6 + 4 * 10}  # every Linear of tiny.en left in fp32
+    # tiny.en: the encoder's 4 x 6 Linear layers int8, the decoder's 4 x 10 left in fp32, none bf16
+    assert out["layers"] == {"bf16": 0, "int8": 4 * 6, "linear": 4 * 10}
     # said once, at INFO, by the process that chose it
-    assert proc.stderr.count("whisperline.precision precision auto -> fp32: no native bf16") == 1, proc.stderr[-2000:]
+    said = "whisperline.precision precision auto -> int8-encoder: no native bf16"
+    assert proc.stderr.count(said) == 1, proc.stderr[-2000:]
 
 
 def test_the_pipeline_and_the_server_default_to_auto_resolved_where_they_run():

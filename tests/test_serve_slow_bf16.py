@@ -2,8 +2,9 @@
 with a real-time stream.
 
 ``whisperline serve-model`` runs as a real process (its own local Ray, a real sqlite MLflow registry, the real
-tiny.en weights) with oneDNN capped at AVX2 (``ONEDNN_MAX_CPU_ISA``, read by oneDNN at start-up: on this AMX
-machine, a CPU without native bf16, where a bf16 Linear is emulated and ~10× slower than fp32). It serves the
+tiny.en weights) capped as an AVX2-only CPU (``streaming.precision.AVX2_MACHINE``: oneDNN, MKL, FBGEMM and ATen,
+each read at start-up), a CPU without native bf16, where a bf16 Linear is emulated and several times slower than
+fp32. It serves the
 selected two-pass recognizer (benchmarks/results/selection/served_two_pass.json: precision "bf16-all", the original
 weights) behind ``champion``. The server must resolve the preference to fp32 and say so (``/version``,
 ``/healthz``), and a ~22 s stream of real speech sent in real time over the WebSocket must not leave it behind: the
@@ -32,7 +33,7 @@ from conftest import REPO, free_port, realspeech_root, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 SERVED_SPEC = REPO / "benchmarks" / "results" / "selection" / "served_two_pass.json"
-CAP = "AVX2"  # below AVX512_CORE_AMX: no native bf16 (streaming.precision)
+CAP = "AVX2"  # oneDNN's cap in streaming.precision.AVX2_MACHINE: no native bf16
 MIN_AUDIO_S = 20.0
 END_LAG_S = 1.5  # the last words within this of the last audio frame sent
 MAX_WER = 0.30
@@ -179,7 +180,9 @@ def registry(tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def server(registry, tmp_path_factory):
     log = tmp_path_factory.mktemp("slow-bf16-server") / "serve-model.log"
-    url, proc, ray_tmp = start_server(registry, log, {"ONEDNN_MAX_CPU_ISA": CAP})
+    from streaming.precision import AVX2_MACHINE
+
+    url, proc, ray_tmp = start_server(registry, log, AVX2_MACHINE)
     try:
         yield url
     finally:
