@@ -53,11 +53,15 @@ VERSION=$(ls -d "$OUT"/datasets/newcomer-realspeech/*/ | head -1)
 REF=$(awk -F'\t' -v id="$(basename "$LONGFORM_WAV" .wav)" '$1 == id {print $2}' "$(dirname "$LONGFORM_WAV")/../transcripts.tsv")
 # an AVX2-only CPU, emulated: every kernel library capped at once (streaming.precision.AVX2_MACHINE)
 AVX2_ENV=$(.venv/bin/python -c 'from streaming.precision import AVX2_MACHINE as m; print(*(f"{k}={v}" for k, v in m.items()))')
-for path in native avx2; do
-  env $([ $path = avx2 ] && echo $AVX2_ENV) make serve-model > "$OUT/serve-$path.log" 2>&1 &
-  for _ in $(seq 1 150); do curl -sf http://127.0.0.1:8000/version > "$OUT/version-$path.json" && break; sleep 2; done
-  .venv/bin/whisperline stream-file "$LONGFORM_WAV" --reference "$REF" > "$OUT/stream-$path.json" 2>>"$OUT/stream.err"
-  pkill -INT -f "whisperline serve-model"; sleep 8; .venv/bin/ray stop --force > /dev/null 2>&1; sleep 2
+# STREAM_PAIRS pairs (each path served and streamed once per pair): the latency bar is a median over pairs
+for pair in $(seq 1 "${STREAM_PAIRS:-3}"); do
+  for path in native avx2; do
+    env $([ $path = avx2 ] && echo $AVX2_ENV) make serve-model > "$OUT/serve-$path.log" 2>&1 &
+    for _ in $(seq 1 150); do curl -sf http://127.0.0.1:8000/version > "$OUT/version-$path.json" && break; sleep 2; done
+    .venv/bin/whisperline stream-file "$LONGFORM_WAV" --reference "$REF" \
+      > "$OUT/stream-$path$([ "$pair" = 1 ] || echo "-$pair").json" 2>>"$OUT/stream.err"
+    pkill -INT -f "whisperline serve-model"; sleep 8; .venv/bin/ray stop --force > /dev/null 2>&1; sleep 2
+  done
 done
 # offline faster-whisper on the same recording: the bar the served finals' repeats are held to
 .venv/bin/python - "$LONGFORM_WAV" "$REF" > "$OUT/fw-longform.json" <<'PY'
