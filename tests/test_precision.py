@@ -148,7 +148,7 @@ def test_a_bad_precision_is_refused_before_any_work():
 
 
 @pytest.mark.slow
-def test_the_server_precision_overrides_a_registered_recognizers(tmp_path):
+def test_the_server_precision_overrides_a_registered_recognizers(tmp_path, caplog):
     """A registered recognizer naming bf16 served with ``precision="int8-encoder"``: its spec's precision is
     replaced before its weights load (int8 encoder layers); without one it runs its own, resolved here."""
     import torch
@@ -176,7 +176,10 @@ def test_the_server_precision_overrides_a_registered_recognizers(tmp_path):
                 "bf16": sum(isinstance(m, BF16Linear) for m in modules),
                 "fp32": sum(isinstance(m, torch.nn.Linear) for m in modules)}
 
-    over = load(uri, version, "int8-encoder")
+    with caplog.at_level("INFO", logger="whisperline.serving"):
+        over = load(uri, version, "int8-encoder")
+    # warmed up before it is served: FBGEMM's first int8 calls are slow (serving.models.ServedModel.warm_up)
+    assert f"version {version.version} warmed up at int8-encoder" in caplog.text
     assert over.python_model.spec.precision == "int8-encoder"
     assert layers(over) == {"int8": 4 * 6, "bf16": 0, "fp32": 0}
     described = over.describe()
