@@ -33,7 +33,7 @@ def serve_model(
 ) -> None:
     """The registry version behind ALIAS as a live Ray Serve app on 127.0.0.1: browser page at /, WebSocket
     streams at /ws, whole files at POST /transcribe, /healthz and /version (Ctrl-C stops). In front of it on a
-    network: an ingress that terminates TLS (README, Live serving)."""
+    network: an ingress that terminates TLS (docs/serving.md)."""
     import time
 
     from streaming.precision import REQUESTS
