@@ -31,7 +31,7 @@ def _run_cache_key(_context, parameters: dict) -> str:
 @task(name="finetune-causal-run", retries=1, retry_delay_seconds=5, cache_key_fn=_run_cache_key,
       cache_expiration=timedelta(days=30), persist_result=True)
 def finetune_run(config: FinetuneConfig) -> dict:
-    summary = run_finetune(config)
+    summary = run_finetune(config, say=get_run_logger().info)
     m = summary["metrics"]
     get_run_logger().info("%s: %d steps, val WER %s, registered %s v%s", summary["run_name"], m.get("step", 0),
                           m.get("val_wer"), summary["registered_model"], summary["registered_version"])

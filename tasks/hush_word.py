@@ -26,7 +26,7 @@ def _key(_context, parameters: dict) -> str:
 def train_hush_word_task(config: HushWordConfig) -> dict:
     from training.hush_word.run import train_hush_word
 
-    summary = train_hush_word(config)
+    summary = train_hush_word(config, say=get_run_logger().info)
     get_run_logger().info("%s: val loss %s, registered %s v%s", summary["run_name"],
                           summary["metrics"].get("final_val_loss"), summary["registered_model"],
                           summary["registered_version"])

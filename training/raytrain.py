@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from training.progress import Progress, watch
+
 
 class TrainingFailed(RuntimeError):
     """A Ray Train job failed after exhausting its restarts (its MLflow run is marked FAILED)."""
@@ -63,8 +65,9 @@ TRAINING_CODE = ("training", "configs", "data")
 
 def fit(train_loop: Callable[[dict], None], loop_config: dict[str, Any], *, name: str, num_workers: int,
         use_gpu: bool, storage_path: str, max_failures: int, tracking_uri: str, run_id: str,
-        torch_backend: str | None = None):
-    """``TorchTrainer(...).fit()`` under ``<storage_path>/<name>`` (same name → resume); (result, wall seconds)."""
+        torch_backend: str | None = None, progress: Progress | None = None, say: Callable[[str], None] | None = None):
+    """``TorchTrainer(...).fit()`` under ``<storage_path>/<name>`` (same name → resume); (result, wall seconds).
+    With ``progress`` and ``say``: a progress line every 30 s while it trains (``training.progress``)."""
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
@@ -80,7 +83,8 @@ def fit(train_loop: Callable[[dict], None], loop_config: dict[str, Any], *, name
     )
     started = time.perf_counter()
     try:
-        result = trainer.fit()
+        with watch(tracking_uri, run_id, progress or Progress(name, 0), say if progress else None):
+            result = trainer.fit()
     except Exception as err:  # Ray Train V2 raises once FailureConfig's restarts are used up
         mark_failed(tracking_uri, run_id)
         raise TrainingFailed(f"{name}: training failed after {max_failures} restarts: {err}") from err

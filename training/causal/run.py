@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from configs.finetune import FinetuneConfig
 from training.causal.data import check_tokenizer, dataset_ref
 from data.leakage import check_held_out
+from training.progress import Progress
 from training.raytrain import TrainingFailed, ensure_ray, fit
 from training.raytrain import run_key as dataset_run_key
 from training.tracking import audio_signature, default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
@@ -58,8 +60,9 @@ def run_meta(cfg: FinetuneConfig) -> dict[str, Any]:
     }
 
 
-def run_finetune(cfg: FinetuneConfig) -> dict[str, Any]:
-    """Train, track and register one configuration; returns a summary (metrics, paths, MLflow ids)."""
+def run_finetune(cfg: FinetuneConfig, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Train, track and register one configuration; returns a summary (metrics, paths, MLflow ids). ``say`` gets a
+    progress line at least every 30 s while it trains."""
     from training.causal.loop import train_loop_per_worker
     from training.tracking import client
 
@@ -82,7 +85,7 @@ def run_finetune(cfg: FinetuneConfig) -> dict[str, Any]:
                    "meta": meta}
     result, wall_s = fit(train_loop_per_worker, loop_config, name=name, num_workers=cfg.num_workers,
                          use_gpu=cfg.use_gpu, storage_path=cfg.storage_path, max_failures=cfg.max_failures,
-                         tracking_uri=tracking_uri, run_id=run_id)
+                         tracking_uri=tracking_uri, run_id=run_id, progress=Progress(name, cfg.max_steps), say=say)
     mlflow = client(tracking_uri)
     adapter_dir = Path(cfg.output_dir).resolve() / name
     with result.checkpoint.as_directory() as d:

@@ -4,12 +4,14 @@ pyfunc model ``whisperline-hushword-<model>`` that transcribes a wav with the hu
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from configs.hush_word import HushWordConfig
 from training.causal.data import check_tokenizer, dataset_ref
 from data.leakage import check_held_out
+from training.progress import Progress
 from training.raytrain import ensure_ray, fit, run_key
 from training.tracking import client, default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
 
@@ -29,7 +31,8 @@ def run_meta(cfg: HushWordConfig) -> dict[str, Any]:
             "git_commit": git_commit()}
 
 
-def train_hush_word(cfg: HushWordConfig) -> dict[str, Any]:
+def train_hush_word(cfg: HushWordConfig, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Train, track and register a hush word; ``say`` gets a progress line (epochs) at least every 30 s."""
     from training.hush_word import pyfunc_model
     from training.hush_word.loop import train_loop_per_worker
 
@@ -52,7 +55,8 @@ def train_hush_word(cfg: HushWordConfig) -> dict[str, Any]:
     result, wall_s = fit(train_loop_per_worker, {"hush": cfg.model_dump(mode="json"), "run_id": run_id,
                                                  "tracking_uri": tracking_uri, "meta": meta},
                          name=name, num_workers=cfg.num_workers, use_gpu=cfg.use_gpu, storage_path=cfg.storage_path,
-                         max_failures=cfg.max_failures, tracking_uri=tracking_uri, run_id=run_id)
+                         max_failures=cfg.max_failures, tracking_uri=tracking_uri, run_id=run_id,
+                         progress=Progress(name, cfg.epochs, unit="epoch"), say=say)
     out = Path(cfg.output_dir).resolve() / name
     with result.checkpoint.as_directory() as d:
         if out.exists():
