@@ -33,17 +33,6 @@ REAL_SPLITS = {"train": 0.0, "dev": 0.4, "test": 0.6}
 DOMINANT_SPEAKER_SHARE = 0.1
 KOKORO_TRAIN_REPEATS = 2  # each training sentence in 2 of the 22 training voices (CPU budget of one session)
 KOKORO_VOICES_REPEATS = 6  # the same training sentences in 6 of the 22 voices (benchmarks/training_text.py)
-PIPER_TRAIN_REPEATS = 2  # kokoro_train's sentences, each twice in the Piper voice (benchmarks/piper_source.py)
-KOKORO_WORDNET_SENTENCES = 800  # WordNet usage examples, each once, in one of the 22 training voices (~45 min)
-
-
-def held_out_transcripts(shared_data: Path) -> list[str]:
-    """Every transcript of the real speech (dev, test, long-form), as a build reads it: no synthetic training sentence
-    may equal one."""
-    from data.corpus import read_folder
-
-    return [item.transcript for tsv in sorted(Path(shared_data).glob("**/transcripts.tsv"))
-            for item in read_folder(tsv.parent)[0]]
 
 
 def real_corpus_links(shared_data: Path, out: Path) -> Path:
@@ -63,15 +52,13 @@ def real_corpus_links(shared_data: Path, out: Path) -> Path:
 
 
 def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, ...] = ()) -> dict[str, str]:
-    """Every dataset version of the evaluation: {"synth", "kokoro_train", "kokoro_voices", "kokoro_wordnet",
-    "piper_train", "kokoro_dev", "real", "longform"} →
+    """Every dataset version of the evaluation: {"synth", "kokoro_train", "kokoro_voices", "kokoro_dev", "real",
+    "longform"} →
     version dirs (``only``: just these; versions are content-addressed, so a later full build reuses them)."""
     from configs.pipeline import load_pipeline_config
     from data.synth import write_synthetic_corpus
     from data.kokoro_files import DEV_VOICES, fetch_kokoro, train_voices
     from data.tts_kokoro import kokoro_texts, write_kokoro_corpus
-    from data.tts_piper import write_piper_corpus
-    from data.wordnet_text import sample_sentences
     from flows.build_dataset import run_build
 
     profile = load_pipeline_config(str(REPO / "configs" / "smoke.yaml"))
@@ -85,14 +72,6 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, 
         "kokoro_voices": lambda: write_kokoro_corpus(out / "corpora" / "kokoro-voices",
                                                      kokoro_texts("train") * KOKORO_VOICES_REPEATS,
                                                      train_voices(fetch_kokoro()), seed=1),
-        # varied text: WordNet's usage examples, none equal to a real transcript (data.wordnet_text)
-        "kokoro_wordnet": lambda: write_kokoro_corpus(
-            out / "corpora" / "kokoro-wordnet",
-            sample_sentences(KOKORO_WORDNET_SENTENCES, exclude=held_out_transcripts(shared_data)),
-            train_voices(fetch_kokoro()), seed=2),
-        # a third synthesizer: kokoro_train's sentences in Piper's en_US-joe-medium (data.tts_piper)
-        "piper_train": lambda: write_piper_corpus(out / "corpora" / "piper-train",
-                                                  kokoro_texts("train") * PIPER_TRAIN_REPEATS, seed=1),
         "kokoro_dev": lambda: write_kokoro_corpus(out / "corpora" / "kokoro-dev",
                                                   kokoro_texts("dev") * len(DEV_VOICES), DEV_VOICES, seed=0),
         "real": lambda: real_corpus_links(shared_data, out),
@@ -107,9 +86,7 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, 
     configs = {
         "synth": base.model_copy(update={"name": "synth", "splits": {"train": 1.0}}),
         "kokoro_train": base.model_copy(update={"name": "kokoro-train", "splits": {"train": 1.0}}),
-        "kokoro_wordnet": base.model_copy(update={"name": "kokoro-wordnet", "splits": {"train": 1.0}}),
         "kokoro_voices": base.model_copy(update={"name": "kokoro-voices", "splits": {"train": 1.0}}),
-        "piper_train": base.model_copy(update={"name": "piper-train", "splits": {"train": 1.0}}),
         "kokoro_dev": base.model_copy(update={"name": "kokoro-dev", "splits": {"dev": 1.0}}),
         "real": base.model_copy(update={"name": "realspeech-eval", "split_by": "auto", "splits": REAL_SPLITS,
                                         "split_balance": "words",

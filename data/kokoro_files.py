@@ -48,7 +48,7 @@ DEV_VOICES: tuple[str, ...] = ("af_kore", "af_nova", "am_michael", "am_puck", "b
 
 
 class TTSUnavailable(RuntimeError):
-    """A TTS model or voice (Kokoro here, Piper in data.tts_piper) could not be fetched from PyPI, or a digest did
+    """A TTS model or voice (Kokoro) could not be fetched from PyPI, or a digest did
     not match."""
 
 

@@ -1,4 +1,4 @@
-"""What every neural-TTS corpus writer shares (``data.tts_kokoro``, ``data.tts_piper``): which texts are spoken,
+"""What every neural-TTS corpus writer shares (``data.tts_kokoro``): which texts are spoken,
 the seeded plan of each utterance, the audio's finish (16 kHz, pads, a noise floor) and the corpus folder itself.
 
 A corpus folder is what ``data.corpus.read_folder`` accepts::
@@ -48,7 +48,7 @@ TRAIL_PAD_S = (0.10, 0.25)
 NOISE_DBFS = (-70.0, -60.0)
 MAX_TEXT_CHARS = 400
 # What the transcript can say literally: English letters, digits, and punctuation espeak reads as the text means
-# (both Kokoro and Piper phonemize with espeak-ng).
+# (Kokoro phonemizes with espeak-ng).
 _SPEAKABLE = re.compile(r"[A-Za-z0-9 .,;:!?'\"()&%$-]+")
 _TYPOGRAPHIC = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"})
 

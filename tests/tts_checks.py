@@ -1,4 +1,4 @@
-"""What the synthetic-speech tests (test_tts_kokoro, test_tts_piper) check alike."""
+"""What the synthetic-speech tests (test_tts_kokoro) checks."""
 
 from __future__ import annotations
 
