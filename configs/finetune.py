@@ -53,28 +53,14 @@ class AugmentSettings(BaseModel):
     snr_db: tuple[float, float] = Field((10.0, 40.0), description="additive coloured noise, over the whole clip")
     reverb_p: float = Field(0.3, ge=0, le=1, description="probability of a synthetic room (exponential decay)")
     rt60_s: tuple[float, float] = (0.15, 0.6)
-    # a microphone and codec (real dev speech: 8 kHz recordings upsampled, MP3-sourced audiobooks, phone and laptop
-    # microphones); each of the four stages below is applied with probability 1/2 inside a channel
-    channel_p: float = Field(0.0, ge=0, le=1, description="probability that an augmented utterance also passes "
-                                                          "a channel: band limits, equalizer, MP3")
-    lowpass_hz: tuple[float, float] = Field((3400.0, 7500.0), description="upper band edge (telephone to wideband)")
-    highpass_hz: tuple[float, float] = Field((20.0, 300.0), description="lower band edge (small microphones)")
-    eq_db: tuple[float, float] = Field((-6.0, 6.0), description="gain of each of seven equalizer bands")
-    mp3_kbps: tuple[int, int] = Field((16, 64), description="MP3 bit rate (encoder delay compensated)")
-
     @model_validator(mode="after")
     def _ranges(self) -> AugmentSettings:
-        for name in ("speed", "lead_silence_ms", "gain_db", "snr_db", "rt60_s", "lowpass_hz", "highpass_hz", "eq_db",
-                     "mp3_kbps"):
+        for name in ("speed", "lead_silence_ms", "gain_db", "snr_db", "rt60_s"):
             lo, hi = getattr(self, name)
             if lo > hi:
                 raise ValueError(f"augment.{name}: {lo} > {hi}")
         if self.speed[0] <= 0 or self.lead_silence_ms[0] < 0 or self.rt60_s[0] <= 0:
             raise ValueError("augment: speed and rt60_s must be > 0, lead_silence_ms ≥ 0")
-        if not (0 < self.highpass_hz[0] and self.highpass_hz[1] < self.lowpass_hz[0] and self.lowpass_hz[1] < 8000) \
-                or self.mp3_kbps[0] < 8:
-            raise ValueError("augment: the channel's band must lie inside 0-8 kHz (highpass below lowpass), "
-                             "mp3_kbps ≥ 8")
         return self
 
 

@@ -101,16 +101,15 @@ def test_adapter_round_trips_through_mlflow_and_streams(fault_run, mlflow_server
 def test_flow_maps_chunk_sizes_and_reruns_from_cache(prefect_server, real_shards, ray_cluster, mlflow_server,
                                                       tmp_path):
     """The flow maps one Ray Train run per variant (a fixed chunk size, and the random-chunk adapter of the CLI's
-    --random-chunk-ms with every utterance augmented in the Ray workers, half of them through a microphone-and-codec
-    channel); a re-run hits the cache. Two variants, not three: each Ray Train run costs about a minute of start-up
-    on this machine, and the fixed 300 ms size is trained by the killed-worker drill above. Both distil from a larger
+    --random-chunk-ms with every utterance augmented in the Ray workers); a re-run hits the cache. Two variants, not
+    three: each Ray Train run costs about a minute of start-up on this machine, and the fixed 300 ms size is trained by the killed-worker drill above. Both distil from a larger
     teacher (base, its own vocabulary), loaded and checked in every worker as the base weights are, and both train on
     half the data (``train_fraction``)."""
     from configs.finetune import AugmentSettings, DistillSettings
     from flows.finetune_causal import run_finetune_flow
 
     cfg = _config(real_shards, tmp_path, mlflow_server, max_steps=2, checkpoint_every=2, validation_limit=1,
-                  experiment="test-flow", augment=AugmentSettings(p=1.0, channel_p=0.5),
+                  experiment="test-flow", augment=AugmentSettings(p=1.0),
                   distill=DistillSettings(teacher="base"), train_fraction=0.5)
     rows = run_finetune_flow(cfg, chunk_sizes=[200], random_chunk_ms=[100, 200])
     assert [r["variant"] for r in rows] == ["200ms", "rcs"] and all(r["status"] == "ok" for r in rows)

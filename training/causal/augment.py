@@ -9,9 +9,7 @@ are derived from them), so an augmented utterance is still exactly supervised:
 - leading silence L: times t → t + L; the trailing silence the sample points reach (``margin_ms``) is appended as
   audio too, so that the noise below covers it (zeros padded later would be a give-away "end of speech");
 - a synthetic room: exponentially decaying noise as the impulse response (no IR files ship with the project);
-- gain and coloured noise at a random SNR (audiomentations);
-- with probability ``channel_p``, a microphone and codec (audiomentations): band limits, a seven-band equalizer and
-  MP3 at a low bit rate. The filters run zero-phase and the MP3 encoder's delay is compensated, so no time moves.
+- gain and coloured noise at a random SNR (audiomentations).
 
 Deterministic per (seed, step, rank, utterance index): a resumed run draws the same augmentations.
 """
@@ -62,24 +60,6 @@ def _noise_and_gain(audio: np.ndarray, settings: AugmentSettings, seed: int) -> 
     return _seeded(chain, audio, seed)
 
 
-def channel(audio: np.ndarray, settings: AugmentSettings, seed: int, p: float = 0.5) -> np.ndarray:
-    """``audio`` through a random microphone and codec; each stage applies with probability ``p``."""
-    import audiomentations as A
-
-    chain = A.Compose([
-        A.HighPassFilter(min_cutoff_freq=settings.highpass_hz[0], max_cutoff_freq=settings.highpass_hz[1],
-                         zero_phase=True, p=p),
-        A.LowPassFilter(min_cutoff_freq=settings.lowpass_hz[0], max_cutoff_freq=settings.lowpass_hz[1],
-                        zero_phase=True, p=p),
-        A.SevenBandParametricEQ(min_gain_db=settings.eq_db[0], max_gain_db=settings.eq_db[1], p=p),
-        # preserve_delay False: the encoder's delay is cut, so the words stay where their times say
-        A.Mp3Compression(min_bitrate=settings.mp3_kbps[0], max_bitrate=settings.mp3_kbps[1],
-                         backend="fast-mp3-augment", preserve_delay=False, p=p),
-    ])
-    out = _seeded(chain, audio, seed)
-    return out[: len(audio)] if len(out) >= len(audio) else np.pad(out, (0, len(audio) - len(out)))
-
-
 def augment(utt: TrainUtterance, settings: AugmentSettings, margin_ms: int, rng: np.random.Generator) -> TrainUtterance:
     """``utt`` augmented with probability ``settings.p`` (else returned as is); times follow the audio."""
     if settings.p <= 0 or rng.random() >= settings.p:
@@ -101,8 +81,6 @@ def augment(utt: TrainUtterance, settings: AugmentSettings, margin_ms: int, rng:
     if rng.random() < settings.reverb_p:
         out = _room(out, float(rng.uniform(*settings.rt60_s)), rng)
     out = _noise_and_gain(out, settings, int(rng.integers(2**31)))
-    if settings.channel_p > 0 and rng.random() < settings.channel_p:  # draws nothing when off: old runs replay
-        out = channel(out, settings, int(rng.integers(2**31)))
 
     def move(ms: float) -> int:
         return int(round(ms / speed + lead_ms))
