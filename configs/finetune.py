@@ -100,9 +100,6 @@ class DistillSettings(BaseModel):
     # separable), median word latency not separable; each step costs ~1.4x (the teacher's passes)
     weight: float = Field(0.5, ge=0, le=1, description="loss = (1 - weight) CE + weight KL; 0: off")
     temperature: float = Field(2.0, gt=0, description="softens both distributions; KL scaled by T^2 (Hinton)")
-    # issue 28's "larger teacher": None (the default, the recipe) keeps the student's own weights as the teacher
-    teacher: str | None = Field(None, description="another model as the teacher (e.g. 'base'), its vocabulary "
-                                                  "mapped to the student's by token bytes (training.causal.teacher)")
 
 
 class ChaosConfig(BaseModel):

@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
+import torch.nn.functional as F
 from pydantic import ValidationError
 from whisper.tokenizer import get_tokenizer
 
 from configs.finetune import DistillSettings, FinetuneConfig, LoraSettings
 from training.causal.data import TrainUtterance, collate, padded_mel
-from training.causal.objective import SamplePointLoss
+from training.causal.objective import SamplePointLoss, kl_teacher_student
 from training.causal.samples import IGNORE
 from training.lora import apply_lora
 from training.lora.adapter import adapters_off
@@ -135,3 +136,14 @@ def test_distill_settings_are_validated_and_in_the_config_hash():
     assert base.distill.weight > 0  # the dev-chosen recipe distils
     off = FinetuneConfig(datasets=("x",), distill=DistillSettings(weight=0.0))
     assert off.config_hash() != base.config_hash()
+
+
+def test_kl_is_torch_s_and_ignores_what_the_teacher_cannot_say():
+    g = torch.Generator().manual_seed(1)
+    s, t = (torch.log_softmax(torch.randn(4, 50, generator=g), -1) for _ in range(2))
+    full = F.kl_div(s, t, log_target=True, reduction="batchmean")
+    assert torch.isclose(kl_teacher_student(t, s), full, atol=1e-6)
+    assert float(kl_teacher_student(t, t)) == pytest.approx(0.0, abs=1e-6)
+    holes = torch.log_softmax(torch.randn(4, 50, generator=g).masked_fill(torch.arange(50) % 3 == 0, float("-inf")), -1)
+    kl = kl_teacher_student(holes, s)
+    assert torch.isfinite(kl) and kl > 0

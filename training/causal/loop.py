@@ -28,7 +28,6 @@ from training.causal.augment import augment
 from training.causal.data import TrainUtterance, collate, padded_mel, rank_batches, read_all
 from training.causal.join import join
 from training.causal.objective import SamplePointLoss
-from training.causal.teacher import VocabMap, load_teacher
 from training.causal.validate import streaming_scores
 from training.lora import apply_lora, load_adapter, save_adapter, trainable_parameters
 from training.raytrain import WorkerSetup, all_reduce_mean
@@ -153,22 +152,6 @@ def kill_after_commit(cfg: FinetuneConfig, rank: int, step: int, timeout_s: floa
     os.kill(os.getpid(), signal.SIGKILL)  # a real worker death, not an exception
 
 
-def other_teacher(cfg: FinetuneConfig, setup: WorkerSetup, device: torch.device) -> tuple[Any, VocabMap] | None:
-    """The larger teacher of ``cfg.distill.teacher`` on ``device`` and its vocabulary map, checked against the
-    sha256 the driver recorded (as the base weights are); None when the student is its own teacher."""
-    name = cfg.distill.teacher
-    if not (cfg.distill.weight and name):
-        return None
-    from training.weights import checkpoint_sha256
-
-    if checkpoint_sha256(name, allow_download=False) != setup.meta.get("teacher_sha256"):
-        raise RuntimeError(f"rank {setup.rank}: teacher weights of {name} differ from the driver's")
-    teacher, tokenizer = load_teacher(name)
-    if teacher.dims.n_mels != setup.model.dims.n_mels:
-        raise ValueError(f"teacher {name} reads {teacher.dims.n_mels} mel bins, the student {setup.model.dims.n_mels}")
-    return teacher.to(device), VocabMap.between(setup.tokenizer, tokenizer, setup.model.dims.n_vocab)
-
-
 def train_loop_per_worker(config: dict[str, Any]) -> None:
     import ray.train
     from ray.train.torch import get_device, prepare_model
@@ -180,8 +163,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     model = setup.model
     apply_lora(model, cfg.lora, seed=cfg.seed)
     model.train()
-    module = SamplePointLoss(model, cfg.distill, eot=setup.tokenizer.eot,
-                             teacher=other_teacher(cfg, setup, device))
+    module = SamplePointLoss(model, cfg.distill, eot=setup.tokenizer.eot)
     optimizer = torch.optim.AdamW(trainable_parameters(model), lr=cfg.lr, weight_decay=cfg.weight_decay,
                                   eps=cfg.adam_eps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))

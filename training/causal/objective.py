@@ -14,8 +14,6 @@ base weights with the adapter switched off (``training.lora.adapters_off``), its
 each utterance's own frames (no batch padding), its decoder on the same token rows attending to every frame. At the
 positions whose target is a word token, ``loss = (1 - w) CE + w T² KL(teacher_T || student_T)``. The "wait" EOT
 positions are left to the cross-entropy alone: the teacher hears the next word there and would teach the student to
-guess it. A larger teacher (``DistillSettings.teacher``, e.g. base) is another model with its own vocabulary:
-``training.causal.teacher`` asks it on the same rows translated token by token, and carries its distribution back.
 
 Wrapped as an ``nn.Module`` whose ``forward`` returns the loss, so DDP (``ray.train.torch.prepare_model``) sees one
 forward per step and all-reduces the LoRA gradients once.
@@ -30,25 +28,27 @@ from torch import Tensor, nn
 from configs.finetune import DistillSettings
 from training.causal.data import SamplePointBatch
 from training.causal.samples import IGNORE
-from training.causal.teacher import VocabMap, kl_teacher_student
 from streaming.encoder import CausalEncoder
 from training.lora.adapter import adapters_off
 
 
+def kl_teacher_student(teacher_logp: Tensor, student_logp: Tensor) -> Tensor:
+    """KL(teacher ‖ student), mean over rows; the teacher's zero-probability tokens add nothing (and no NaN)."""
+    p = teacher_logp.exp()
+    terms = torch.where(p > 0, p * (teacher_logp - student_logp), torch.zeros_like(p))
+    return terms.sum(-1).mean()
+
+
 class SamplePointLoss(nn.Module):
-    def __init__(self, model: nn.Module, distill: DistillSettings | None = None, eot: int | None = None,
-                 teacher: tuple[nn.Module, VocabMap] | None = None) -> None:
-        """``distill``: the distillation term's settings (None: cross-entropy alone). ``teacher``: another model
-        and the map between its vocabulary and the student's (``training.causal.teacher``); None: the student's own
-        base weights with the adapter off."""
+    def __init__(self, model: nn.Module, distill: DistillSettings | None = None, eot: int | None = None) -> None:
+        """``distill``: the distillation term's settings (None: cross-entropy alone); the teacher is the student's
+        own base weights with the adapter off."""
         super().__init__()
         distill = distill or DistillSettings(weight=0.0)
         if distill.weight and eot is None:
             raise ValueError("distillation needs the tokenizer's EOT id (its positions are not distilled)")
         self.model = model
         self.distill, self.eot = distill, eot
-        # a plain tuple, not a registered submodule: the teacher is frozen and no part of the adapter's state or DDP's
-        self._teacher = teacher
         self._encoders: dict[tuple[int, int], CausalEncoder] = {}
         self.last: dict[str, float] = {}  # the last forward's loss parts (for logging)
 
@@ -72,21 +72,12 @@ class SamplePointLoss(nn.Module):
         if utt_frames is None:
             raise ValueError("distillation needs each utterance's frame count (SamplePointBatch.utt_frames)")
         word = (labels != IGNORE) & (labels != self.eot)
-        if self._teacher is not None:  # another vocabulary: only the positions it can read are distilled
-            other, vocab = self._teacher
-            t_tokens, t_labels, ok = vocab.rows(tokens, torch.where(word, labels, IGNORE))
-            # before any return: every rank all-reduces the same keys in one order
-            self.last["kd_share"] = float((word & ok).sum()) / max(1.0, float(word.sum()))
-            word = word & ok
         if not word.any():  # still reported: every rank all-reduces the same metrics
             self.last["kd"] = 0.0
             return ce, torch.tensor(n)
         t = self.distill.temperature
-        if self._teacher is None:
-            teacher_logp = F.log_softmax(self.teacher_logits(mel, tokens, torch.where(word, labels, IGNORE), row_utt,
-                                                             utt_frames).float() / t, dim=-1)
-        else:
-            teacher_logp = vocab.to_student(full_context_logits(other, mel, t_tokens, t_labels, row_utt, utt_frames), t)
+        teacher_logp = F.log_softmax(self.teacher_logits(mel, tokens, torch.where(word, labels, IGNORE), row_utt,
+                                                         utt_frames).float() / t, dim=-1)
         student_logp = F.log_softmax(logits[word[labels != IGNORE]].float() / t, dim=-1)
         kd = kl_teacher_student(teacher_logp, student_logp) * t * t
         self.last["kd"] = float(kd.detach())

