@@ -271,50 +271,6 @@ def compute_choice(prefix: str, reference: str, arms: dict[str, str], wer_margin
         "arms": out, "sets_not_scored": missing}
 
 
-def wer_choice(prefix: str, reference: str, arm: str, wer_margin: float, latency_margin_ms: float,
-               separable: bool = True, selection: Path = RESULTS / "selection") -> tuple[bool, dict]:
-    """A setting judged on its words, on dev (the rules ``digit_runs.py``, ``verifier_no_speech.py`` and
-    ``verifier_doubled.py`` wrote before their runs): (whether ``arm`` qualifies, the evidence). It qualifies when
-    every dev set is scored; on real dev, synthetic dev and the continuous dev streams each the upper end of the
-    95 % interval of its WER minus ``reference``'s is at most ``wer_margin`` (a fraction); on real dev its WER is
-    lower: separably (the upper end below 0) with ``separable``, else as a point (a guard against a failure seen on
-    dev, whose cases are too few to separate); and on real dev and the streams the upper end of its median
-    final-word latency minus ``reference``'s is at most ``latency_margin_ms``. The p90 is reported, not judged."""
-    rows, missing = scored_sets(prefix, selection)
-    wer = {which: _ci(r, arm, reference, "wer") for which, r in rows.items()}
-    latency = {which: {m: _ci(rows[which], arm, reference, m)
-                       for m in ("word_latency_ms_median", "word_latency_ms_p90")}
-               for which in ("real", "streams") if which in rows}
-    qualifies = (not missing and all(ci[1] <= wer_margin for ci in wer.values())
-                 and (wer["real"][1] < 0 if separable else rows["real"][arm]["wer"] < rows["real"][reference]["wer"])
-                 and all(ci["word_latency_ms_median"][1] <= latency_margin_ms for ci in latency.values()))
-    return qualifies, {
-        "wer_margin": wer_margin, "latency_margin_ms": latency_margin_ms, "separable": separable,
-        "wer": {which: {name: r[name]["wer"] for name in (reference, arm)} for which, r in rows.items()},
-        "wer_vs_reference_ci95": wer,
-        "word_latency_ms": {which: {name: {m: rows[which][name][m] for m in ("word_latency_ms_median",
-                                                                                 "word_latency_ms_p90")}
-                                    for name in (reference, arm)} for which in latency},
-        "latency_vs_reference_ci95": latency, "sets_not_scored": missing}
-
-
-def wer_choice_cli(doc: str, prefix: str, reference: str, arm: str, fields: dict, wer_margin: float,
-                   latency_margin_ms: float, separable: bool) -> None:
-    """The command line of a setting judged on its words (``digit_runs.py``, ``verifier_no_speech.py``,
-    ``verifier_doubled.py``): ``arm`` is the served spec with ``fields`` set over it, ``reference`` the served spec as
-    it is; ``--choose`` writes ``{"chosen": fields}`` when :func:`wer_choice` qualifies the arm (``{}`` otherwise),
-    the evidence and the rule ``doc`` wrote before the run."""
-
-    def score(state: dict, which: str) -> None:
-        score_served_arms(state, which, {reference: {}, arm: fields}, prefix)
-
-    def choose() -> dict:
-        qualifies, evidence = wer_choice(prefix, reference, arm, wer_margin, latency_margin_ms, separable)
-        return {"chosen": fields if qualifies else {}, **evidence, "rule": rule_text(doc)}
-
-    dev_choice_cli(doc, score, choose, prefix)
-
-
 def latency_choice_cli(doc: str, prefix: str, reference: str, arms: dict[int, tuple[str, dict]], key: str,
                        max_rtf: float, **fixed) -> None:
     """The command line of a latency setting chosen on dev (``heartbeat.py``, ``hold_last_edge.py``,

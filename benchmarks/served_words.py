@@ -1,13 +1,14 @@
 """Issue 65's "nothing served changes": the served spec's final transcripts, fixed feeding, before and after a change.
 
-    python benchmarks/served_words.py --real DATASET_VERSION_DIR --adapter ADAPTER_DIR --out F.json
-    python benchmarks/served_words.py --real … --adapter … --compare benchmarks/results/served_words_before.json
+    python benchmarks/served_words.py --real DATASET_VERSION_DIR --adapter ADAPTER_DIR --out BEFORE.json   # at the old commit
+    python benchmarks/served_words.py --real DATASET_VERSION_DIR --adapter ADAPTER_DIR --out AFTER.json    # at the new one
+    python benchmarks/served_words.py --diff BEFORE.json AFTER.json   # → benchmarks/results/served_words.json
 
 The served two-pass spec (``benchmarks/results/selection/served_two_pass.json``, precision ``auto`` as the pipeline
 registers it) over a smoke adapter, built by ``evaluation.systems.build`` (what the evaluate stage scores and the
 server serves), one torch thread, every real dev utterance and every continuous dev stream (each dev speaker's
-utterances joined, 20-120 s), fed in fixed chunks so the words do not depend on the machine's load. ``--compare``
-exits 1 unless every final transcript is identical to the file's.
+utterances joined, 20-120 s), fed in fixed chunks so the words do not depend on the machine's load. ``--diff``
+writes which transcripts differ and exits 1 unless every one is identical.
 """
 
 from __future__ import annotations
@@ -48,24 +49,30 @@ def transcripts(real: str, adapter: str) -> dict:
     return out
 
 
+def diff(before: dict, after: dict) -> dict:
+    changed = {name: sorted(u for u, text in texts.items() if after["sets"].get(name, {}).get(u) != text)
+               for name, texts in before["sets"].items()}
+    return {"before": before["commit"], "after": after["commit"], "precision": [before["precision"], after["precision"]],
+            "cpu": before["machine"].get("cpu_model"), "utterances": {k: len(v) for k, v in before["sets"].items()},
+            "words": {k: sum(len(t.split()) for t in v.values()) for k, v in before["sets"].items()},
+            "changed": changed, "identical": not any(changed.values())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--real", required=True)
-    parser.add_argument("--adapter", required=True)
+    parser.add_argument("--real")
+    parser.add_argument("--adapter")
     parser.add_argument("--out")
-    parser.add_argument("--compare")
+    parser.add_argument("--diff", nargs=2, metavar=("BEFORE", "AFTER"))
     args = parser.parse_args()
-    now = transcripts(args.real, args.adapter)
-    if args.out:
-        Path(args.out).write_text(json.dumps(now, indent=1) + "\n")
-    if args.compare:
-        before = json.loads(Path(args.compare).read_text())
-        changed = {name: [u for u, text in texts.items() if now["sets"].get(name, {}).get(u) != text]
-                   for name, texts in before["sets"].items()}
-        n = {name: len(texts) for name, texts in before["sets"].items()}
-        print(json.dumps({"before": before["commit"], "after": now["commit"], "utterances": n,
-                          "changed": {k: v for k, v in changed.items() if v}}, indent=1))
-        sys.exit(1 if any(changed.values()) else 0)
+    if args.diff:
+        result = diff(*(json.loads(Path(f).read_text()) for f in args.diff))
+        (RESULTS / "served_words.json").write_text(json.dumps(result, indent=1) + "\n")
+        print(json.dumps(result, indent=1))
+        sys.exit(0 if result["identical"] else 1)
+    if not (args.real and args.adapter and args.out):
+        parser.error("--real, --adapter and --out (or --diff BEFORE AFTER)")
+    Path(args.out).write_text(json.dumps(transcripts(args.real, args.adapter), indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -119,8 +119,6 @@ def main() -> None:
                 spec["verifier_restart_long"] = fields["two_pass_verifier_restart_long"].default
     if fields["two_pass_partial_min_prob"].default:
         spec["partial_min_prob"] = fields["two_pass_partial_min_prob"].default
-    if fields["two_pass_final_min_prob"].default:
-        spec["final_min_prob"] = fields["two_pass_final_min_prob"].default
     for field in ("heartbeat_ms", "hold_last_edge_ms"):
         if fields[f"two_pass_{field}"].default:
             spec[field] = fields[f"two_pass_{field}"].default

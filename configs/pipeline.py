@@ -117,13 +117,6 @@ class PipelineConfig(BaseModel):
     # [-9.2, -2.7]) at the same median first kept display (+3 ms [-7, +10]); 0.5 cut to 1.2 % but shows later
     two_pass_partial_min_prob: float = Field(0.3, ge=0.0, lt=1.0, description="two-pass partials: lowest token "
                                              "probability of a verifier word shown (0: off)")
-    # a mid-stream verifier pass finalises no word from its first open word with a token below this probability (0:
-    # off; streaming.second_pass.TwoPassStreaming): finals are never revised, and the last pass decides what waited.
-    # Not adopted on dev by the rule written before the run (benchmarks/final_min_prob.py →
-    # selection/dev_final_min_prob*): 0.3 real dev -1.2 points [-3.2, +0.7], not separably lower; on the continuous
-    # dev streams the words after an unsure one waited too (median final-word latency 751 -> 3,141 ms)
-    two_pass_final_min_prob: float = Field(0.0, ge=0.0, lt=1.0, description="two-pass finals: lowest token "
-                                           "probability of a word a mid-stream verifier pass finalises (0: off)")
     # the verifier's last word becomes final too once its alignment ends it 300 ms before the audio's end, and a
     # pass also runs once 600 ms of audio, not all of it quiet, arrived since the last one (streaming.second_pass;
     # None: always held / only when the causal tail moves). Chosen together on dev by the rule written before the

@@ -63,30 +63,10 @@ class SystemSpec:
     partials: str | None = None
     # two-pass: the verifier's partials end before its first open word with a token below this probability (None: off)
     partial_min_prob: float | None = None
-    # two-pass: a mid-stream pass finalises no word from its first open word with a token below this probability
-    # (None: off; the last pass decides the rest; not adopted on dev: selection/dev_final_min_prob_choice.json)
-    final_min_prob: float | None = None
     # two-pass: a pass also once this much audio, not all quiet, arrived since the last one (None: off)
     heartbeat_ms: int | None = None
     # two-pass: the last word is final too once the verifier's alignment ends it this far before the audio's end
     hold_last_edge_ms: int | None = None
-    # two-pass: a mid-stream pass ends at its first open word only when end-of-text is this likely (None: always;
-    # 0.5 was not adopted on dev: selection/dev_first_eot_choice.json, dev_first_eot_guard_choice.json)
-    verifier_first_eot_min_prob: float | None = None
-    # two-pass: a mid-stream pass finalises a run of digit words only once a word that is not digits follows it
-    # (None/False: off; not adopted on dev, lists of digits lost words: selection/dev_digit_runs_choice.json)
-    hold_digit_runs: bool | None = None
-    # two-pass: a mid-stream pass before the first final word hears nothing above this <|nospeech|> probability
-    # (None: off; 0.6 was not adopted on dev, spelled letters lost words: selection/dev_verifier_no_speech_choice.json)
-    verifier_no_speech: float | None = None
-    # two-pass: a mid-stream pass ends before a word that says the word before it again ending where it ends
-    # (None/False: off; not adopted on dev, a spoken-digit list lost words: selection/dev_verifier_doubled_choice.json)
-    verifier_cut_doubled: bool | None = None
-    # causal and two-pass: a segment of the stream ends at the first quiet chunk past this much audio (None: the
-    # segmenter's default, streaming.segmented.SEGMENT_MS) and the recognizer starts afresh (streaming.segmented)
-    segment_ms: int | None = None
-    # ... a chunk within this many dB of the segment's quietest is quiet too (None: the absolute test alone)
-    quiet_margin_db: float | None = None
     vac: bool | None = None  # whisperlivekit peers: its voice-activity controller in front (None/False: off)
 
     def as_dict(self) -> dict[str, Any]:
@@ -169,8 +149,7 @@ def build(spec: SystemSpec, models: _Models | None = None) -> tuple[Any, str]:
     if spec.kind in ("causal", "two-pass"):
         from streaming.segmented import Segmented
 
-        segments = {"segment_ms": spec.segment_ms} if spec.segment_ms is not None else {}
-        recognizer = Segmented(recognizer, **segments, quiet_margin_db=spec.quiet_margin_db)
+        recognizer = Segmented(recognizer)
     return recognizer, source
 
 
@@ -200,10 +179,7 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                                       n_check=spec.n_check or 2),
                    models)
         verifier = Verifier(models.get(spec.model, None, precision=spec.precision), hush, spec.verifier or "hush",
-                            final_condition=spec.final_verifier,
-                            first_eot_min_prob=spec.verifier_first_eot_min_prob or 0.0,
-                            no_speech_threshold=spec.verifier_no_speech,
-                            cut_doubled=bool(spec.verifier_cut_doubled))
+                            final_condition=spec.final_verifier)
         return TwoPassStreaming(causal, verifier, spec.every_ms or spec.chunk_ms or 300,
                                 self_agreement=bool(spec.self_agreement), window_ms=spec.window_ms,
                                 partials=spec.partials or "causal",
@@ -212,10 +188,8 @@ def _build(spec: SystemSpec, models: _Models) -> tuple[Any, str]:
                                 verifier_restart_whole=bool(spec.verifier_restart_whole),
                                 verifier_restart_long=spec.verifier_restart_long or 0,
                                 partial_min_prob=spec.partial_min_prob or 0.0,
-                                final_min_prob=spec.final_min_prob or 0.0,
                                 heartbeat_ms=spec.heartbeat_ms,
-                                hold_last_edge_ms=spec.hold_last_edge_ms,
-                                hold_digit_runs=bool(spec.hold_digit_runs)), "ours"
+                                hold_last_edge_ms=spec.hold_last_edge_ms), "ours"
     if spec.kind == "causal":
         from configs.finetune import default_tau0_ms
         from streaming.engine import CausalStreamingEngine

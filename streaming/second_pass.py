@@ -14,9 +14,6 @@ words already final forced as the decoder prefix. A word becomes **final** when 
   causal model gets wrong), unless it is the last word of either pass (audio cut inside a word makes Whisper guess a
   shorter one). Off by default: chosen on the dev split (lower WER, higher latency).
 
-With ``final_min_prob`` neither makes a word final mid-stream from the first open word the pass was unsure of (a
-token below the threshold); the last pass decides it (off: not adopted on dev, ``dev_final_min_prob_choice.json``).
-
 A pass runs at most every ``every_ms`` and only when it can finalise something: a causal tail of at least two
 words that changed since the last pass (on dev: same WER and latency, RTF 0.18 → 0.14 at every chunk of 300 ms).
 With ``heartbeat_ms`` a pass also runs once that much audio, not all of it quiet, has arrived since the last one:
@@ -89,15 +86,6 @@ def agreed(a: list[str], b: list[str]) -> int:
     return n
 
 
-def digit_run_open(words: list[str]) -> int:
-    """Where the run of digit words that ends ``words`` starts (``len(words)``: the last word is not digits): that
-    run may still grow, and Whisper writes a run as it groups it ("443 631 2"), not digit by digit."""
-    start = len(words)
-    while start and words[start - 1].isascii() and words[start - 1].isdigit():
-        start -= 1
-    return start
-
-
 class TwoPassStreaming:
     """A `StreamingRecognizer`: the verifier's finals, partials by ``partials`` (see the module docstring)."""
 
@@ -106,8 +94,7 @@ class TwoPassStreaming:
                  verifier_restart_words: int = 0, verifier_restart_distinct: int = 1,
                  verifier_restart_whole: bool = False, verifier_restart_long: int = 0,
                  partial_min_prob: float = 0.0, heartbeat_ms: int | None = None,
-                 hold_last_edge_ms: int | None = None, hold_digit_runs: bool = False,
-                 final_min_prob: float = 0.0) -> None:
+                 hold_last_edge_ms: int | None = None) -> None:
         if partials not in PARTIALS:
             raise ValueError(f"partials must be one of {PARTIALS}, got {partials!r}")
         self.partials = partials
@@ -150,13 +137,6 @@ class TwoPassStreaming:
         if not 0.0 <= partial_min_prob < 1.0:
             raise ValueError(f"partial_min_prob must be in [0, 1), got {partial_min_prob}")
         self.partial_min_prob = partial_min_prob
-        # a mid-stream pass finalises no word from its first open word with a token below this probability (0: off):
-        # finals are never revised, and a word the pass was unsure of is the one the next pass, or the last pass with
-        # the whole utterance, changes. The causal model agreeing does not vouch for it: two models can mishear the
-        # same audio alike (a name, a word the edge cut). The last pass decides every word left, as before
-        if not 0.0 <= final_min_prob < 1.0:
-            raise ValueError(f"final_min_prob must be in [0, 1), got {final_min_prob}")
-        self.final_min_prob = final_min_prob
         # a pass also runs once this much audio arrived since the last one, unless that audio is quiet (None: off).
         # ``_worth_a_pass`` alone stops asking once the causal engine writes nothing new and a pass found no open
         # word: on a list said aloud ("zero zero zero ...") the causal model goes quiet on the repeats, and every
@@ -164,11 +144,6 @@ class TwoPassStreaming:
         if heartbeat_ms is not None and heartbeat_ms < every_ms:
             raise ValueError(f"heartbeat_ms must be >= every_ms ({every_ms}) or None, got {heartbeat_ms}")
         self.heartbeat_ms = heartbeat_ms
-        # a number's digits are decided together (``digit_run_open``): a mid-stream pass finalises a run of digit
-        # words only once it has heard a word that is not digits after the run. With every digit final on its own,
-        # each pass's forced prefix ends in a digit and Whisper starts a new number after it: "four four three six
-        # three one two" came out "4 4 3 6 3 1 2" where offline Whisper writes "443 631 2" (dev: an4-cen7-fbbh-b)
-        self.hold_digit_runs = hold_digit_runs
         self.lookahead_ms = getattr(engine, "lookahead_ms", 0.0)
         self.chunk_ms = getattr(engine, "chunk_ms", None)  # what a live session cuts its pieces to
         self.reset()
@@ -220,10 +195,6 @@ class TwoPassStreaming:
                 # guess the same twice (unless this pass heard the word end clear of the audio's edge)
                 n = max(n, min(both, max(last, clear)))
             n = min(n, fresh)
-            if self.final_min_prob:
-                n = min(n, now.confident(self.final_min_prob))
-            if self.hold_digit_runs:
-                n = min(n, digit_run_open(now.words))
         self.final_words += now.words[:n]
         self.final_tokens += [t for g in now.tokens[:n] for t in g]
         self._window += now.tokens[:n]

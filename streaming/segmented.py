@@ -1,17 +1,11 @@
 """Streams of any length through a recognizer whose context is bounded (Whisper's encoder holds 30 s).
 
 ``Segmented(inner)`` cuts a stream into *segments*: once a segment holds ``segment_ms`` of audio it ends after
-the next quiet chunk (RMS below ``QUIET_DBFS``; with ``quiet_margin_db``, also a chunk within that many dB of the
-segment's quietest chunk so far), and at ``max_segment_ms`` in any case. The inner recognizer then
+the next quiet chunk (RMS below ``QUIET_DBFS``), and at ``max_segment_ms`` in any case. The inner recognizer then
 finishes (every word of the segment becomes final) and starts afresh on the next audio. Words of finished
 segments stay committed, so the hypothesis is the whole stream's. Why segments and not a sliding window: the
 causal engine and the two-pass verifier both attend to all audio of their segment, so the cost of a step is
 bounded by the segment, never by the stream, and minutes of silence are so many empty segments.
-
-Why a relative quiet test beside the absolute one: a recording made in a room has a noise floor of its own. The
-spontaneous MFA recordings of the dev split sit at -40 to -44 dBFS between words and never reach -45, so without it
-a segment of such speech runs to ``max_segment_ms`` and is cut wherever that falls, in a word or not. The floor
-is the lowest level among the segment's chunks tested so far (its pauses, where it has any).
 
 The evaluate stage and the live server wrap their recognizer in this one class (``serving.session``
 feeds it the pieces ``run_stream`` feeds), so a stream gives the same words whether it is evaluated or served.
@@ -43,13 +37,10 @@ class Segmented:
     ``segments`` counts the segments ended so far."""
 
     def __init__(self, inner: StreamingRecognizer, *, segment_ms: int = SEGMENT_MS,
-                 max_segment_ms: int = MAX_SEGMENT_MS, quiet_margin_db: float | None = None) -> None:
+                 max_segment_ms: int = MAX_SEGMENT_MS) -> None:
         if not 0 < segment_ms <= max_segment_ms <= MAX_ALLOWED_MS:
             raise ValueError(f"need 0 < segment_ms ({segment_ms}) <= max_segment_ms ({max_segment_ms}) "
                              f"<= {MAX_ALLOWED_MS}")
-        if quiet_margin_db is not None and not 0 <= quiet_margin_db <= 20:
-            raise ValueError(f"quiet_margin_db must be in [0, 20] dB (or None: off), got {quiet_margin_db}")
-        self.quiet_margin_db = quiet_margin_db
         self.inner = inner
         self.chunk_ms = getattr(inner, "chunk_ms", None)
         self.lookahead_ms = float(getattr(inner, "lookahead_ms", 0.0))
@@ -59,7 +50,6 @@ class Segmented:
         self.segments = 0
         self._done: list[str] = []
         self._fed = 0
-        self._floor_dbfs = float("inf")
 
     def __getattr__(self, name: str):
         # what callers read of the wrapped system (model, chunk sizes, profiles) passes through
@@ -77,7 +67,6 @@ class Segmented:
         self.segments = 0
         self._done = []
         self._fed = 0
-        self._floor_dbfs = float("inf")
 
     def feed(self, samples: np.ndarray) -> Hypothesis:
         # a piece that would carry the segment past max_segment_ms (a live feed behind real time brings several
@@ -90,26 +79,14 @@ class Segmented:
         self._fed += len(samples)
         if self._fed >= self.max_segment_samples:
             return self._end_segment()
-        # the level is needed past segment_ms (the quiet test) and, with a margin, for the floor at every piece
-        if self._fed >= self.segment_samples or self.quiet_margin_db is not None:
-            level = dbfs(samples[-self._quiet_samples:])
-            if self._fed >= self.segment_samples and self._quiet(level):
-                return self._end_segment()
-            self._floor_dbfs = min(self._floor_dbfs, level)
+        if self._fed >= self.segment_samples and dbfs(samples[-self._quiet_samples:]) < QUIET_DBFS:
+            return self._end_segment()
         return Hypothesis(tuple(self._done) + hyp.committed, hyp.tentative)
-
-    def _quiet(self, level: float) -> bool:
-        """A piece's last chunk at ``level`` dBFS is quiet: below ``QUIET_DBFS``, or (``quiet_margin_db``) at most
-        the margin above the quietest chunk the segment has had before it (so a new quietest chunk is quiet)."""
-        if level < QUIET_DBFS:
-            return True
-        return self.quiet_margin_db is not None and level <= self._floor_dbfs + self.quiet_margin_db
 
     def _end_segment(self) -> Hypothesis:
         self._done += self.inner.finish().words
         self.inner.reset()
         self._fed = 0
-        self._floor_dbfs = float("inf")
         self.segments += 1
         return Hypothesis(tuple(self._done))
 

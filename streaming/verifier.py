@@ -94,38 +94,10 @@ class Verifier:
     """The original weights on (audio ⊕ hush word), decoding greedily after a forced prefix of final tokens."""
 
     def __init__(self, model, hush: np.ndarray | None, condition: str = "hush", max_tokens_per_s: float = 12.0,
-                 final_condition: str | None = None, first_eot_min_prob: float = 0.0,
-                 no_speech_threshold: float | None = None, cut_doubled: bool = False):
+                 final_condition: str | None = None):
         """``final_condition``: the padding of the end-of-stream pass (default ``condition``). The last pass
         decides every word still pending, once per utterance, so Whisper's own 30 s padding ("pad30") there buys
-        offline accuracy for the words the mid-stream passes left open at one long pass per utterance.
-
-        ``first_eot_min_prob``: a mid-stream pass with a forced prefix ends at its first open token only when
-        end-of-text has at least this probability there; below it, the likeliest other token is taken (0: off).
-        With a prefix that ends a sentence, Whisper often ends the text right there while the speech goes on (dev
-        stream LJ001-0001+15: 12 passes in a row, 3.6 s, heard nothing after "for your hand." at p(end) 0.2-0.6,
-        with " Simpl"/" Sim" next), and every word after it waited. A wrong guess there is open, not final: the next
-        pass decides it. The last pass has no next pass, so it keeps Whisper's own end. A pass that went on and then
-        loops or echoes the final words was ended rightly: it hears nothing, as Whisper said (without this, on a
-        spontaneous dev stream, "P-P-P" went on as "-P-P -P-P ..." and two passes agreed on it:
-        selection/dev_first_eot_choice.json, the option before this guard).
-
-        ``no_speech_threshold``: a mid-stream pass before the first final word hears nothing when Whisper's
-        <|nospeech|> probability (at the SOT position) is above it (None: off), as the causal decoders wait and as
-        offline Whisper drops such a segment. With 0.6 s of a clip's leading silence and 5 s of zeros, two passes
-        in a row said "I'm not a fan of the game." and agreed on it (dev trace fleurs-en-005). The last pass keeps
-        its words: a mid-stream pass heard wrongly silent costs latency, the last one would cost words.
-
-        ``cut_doubled``: a mid-stream pass ends before a word that says the word before it again and ends where it
-        ends (within ``PILE_UP_S``, by the pass's cross-attention): Whisper doubling a word, not a word said twice
-        (``Verifier._doubled``). The last pass is not asked: ``_held`` asks its repeats."""
-        if not 0.0 <= first_eot_min_prob <= 1.0:
-            raise ValueError(f"first_eot_min_prob must be in [0, 1], got {first_eot_min_prob}")
-        self.first_eot_min_prob = first_eot_min_prob
-        if no_speech_threshold is not None and not 0.0 < no_speech_threshold < 1.0:
-            raise ValueError(f"no_speech_threshold must be in (0, 1) or None, got {no_speech_threshold}")
-        self.no_speech_threshold = no_speech_threshold
-        self.cut_doubled = cut_doubled
+        offline accuracy for the words the mid-stream passes left open at one long pass per utterance."""
         from whisper.tokenizer import get_tokenizer
 
         final_condition = final_condition or condition
@@ -153,29 +125,19 @@ class Verifier:
         base.decoder.append_audio(cache, frames)
         context = [self.tokenizer.sot_prev, *prompt[-PROMPT_TOKENS:]] if prompt else []
         seq = context + base.prefix + final_tokens
-        ask = self.no_speech_threshold is not None and not final_tokens and not last
-        rows = base._run(cache, seq, 0, logit_rows=len(seq) - len(context) if ask else 1)
-        if ask and float(torch.softmax(rows[0].float(), -1)[self.tokenizer.no_speech]) > self.no_speech_threshold:
-            return VerifierWords()  # row 0: the SOT position (see __init__)
-        row = rows[-1]
+        row = base._run(cache, seq, 0, logit_rows=1)[-1]
         new: list[int] = []
         probs: list[float] = []  # each token's probability (the loop and pile-up cuts only shorten ``new``)
         budget = int(len(audio) / SAMPLE_RATE * self.max_tokens_per_s) + 4 - len(final_tokens)
         check_at = None  # once a loop shows: where the audio is next asked whether it holds the repeats
-        went_on = False  # this pass went on past an end of text at its first open token (``first_eot_min_prob``)
         for _ in range(max(0, min(budget, base.max_tokens - len(final_tokens)))):
             logprobs = base._logprobs(row, len(final_tokens) + len(new))
             token = int(logprobs.argmax())
-            if token == self.tokenizer.eot and not new and final_tokens and not last and (
-                    float(logprobs[token].exp()) < self.first_eot_min_prob):
-                token, went_on = int(logprobs.topk(2).indices[1]), True  # the text goes on (see __init__)
             if token == self.tokenizer.eot:
                 break
             new.append(token)
             probs.append(float(logprobs[token].exp()))
             if check_at is None and (loop := base.repeated_tail(new)):
-                if went_on:  # Whisper was right to end: what it says past its end loops (see __init__)
-                    return VerifierWords()
                 if not last:
                     del new[len(new) - loop :]
                     break
@@ -196,10 +158,6 @@ class Verifier:
         if (keep := self._restated(final_tokens, new)) is not None:
             del new[keep:]
         cut = self._echo((prompt or []) + final_tokens, final_tokens, new)
-        if went_on and cut:
-            return VerifierWords()
-        if self.cut_doubled and not last and (keep := self._doubled(final_tokens, new, cut)) is not None:
-            del new[keep:]
         return self._words(new[cut:], probs[cut : len(new)])
 
     def _restated(self, final_tokens: list[int], new: list[int]) -> int | None:
@@ -218,23 +176,6 @@ class Verifier:
             return None
         start = max(copy, len(done)) - len(done)  # the restatement's first word among the new ones
         return sum(len(g) for g in groups[:start])
-
-    def _doubled(self, final_tokens: list[int], new: list[int], start: int) -> int | None:
-        """Where (tokens to keep) the first word of ``new`` from token ``start`` on that says the word before it again
-        ends within ``PILE_UP_S`` of it, or None. A spoken repeat takes its own time ("zero, zero": each ends about
-        half a second after the last); Whisper doubling a word puts both ends on one frame (dev fsdd_0_lucas_2, the
-        whole 0.73 s clip in one pass: "0 0", both ending at 0.30 s, both final by the edge rule)."""
-        groups = word_tokens(self.tokenizer, new)
-        keys = [norm_word(self.tokenizer.decode(g)) for g in groups]
-        if not any(a and a == b for a, b in zip(keys, keys[1:])):
-            return None  # the alignment costs a decoder pass: asked only when a word follows itself
-        _, ends, _ = self._new_word_ends(final_tokens, new)
-        at = 0
-        for k in range(1, len(groups)):
-            at += len(groups[k - 1])
-            if at >= start and keys[k] and keys[k] == keys[k - 1] and ends[k] - ends[k - 1] <= PILE_UP_S:
-                return at
-        return None
 
     def _echo(self, context: list[int], final_tokens: list[int], new: list[int]) -> int:
         """How many leading tokens of ``new`` are an echo of ``context`` (cut them), asked of the audio.

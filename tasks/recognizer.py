@@ -47,7 +47,6 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
                                         verifier_restart_long=(config.two_pass_verifier_restart_long if whole else 0)
                                         or None,
                                         partial_min_prob=config.two_pass_partial_min_prob or None,
-                                        final_min_prob=config.two_pass_final_min_prob or None,
                                         heartbeat_ms=config.two_pass_heartbeat_ms,
                                         hold_last_edge_ms=config.two_pass_hold_last_edge_ms,
                                         precision=config.two_pass_precision))

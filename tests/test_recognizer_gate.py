@@ -63,7 +63,6 @@ def test_two_pass_candidates_cover_each_verifier_padding_and_need_a_hush_word_on
     assert all((bool(s.verifier_restart_whole), s.verifier_restart_long or 0) == (
         config.two_pass_verifier_restart_whole, config.two_pass_verifier_restart_long) for s in two_pass.values())
     assert all((s.partial_min_prob or 0.0) == config.two_pass_partial_min_prob for s in two_pass.values())
-    assert all((s.final_min_prob or 0.0) == config.two_pass_final_min_prob for s in two_pass.values())
     assert all((s.heartbeat_ms, s.hold_last_edge_ms) == (config.two_pass_heartbeat_ms,
                                                          config.two_pass_hold_last_edge_ms) for s in two_pass.values())
     assert all(s.window_ms == config.verifier_window_ms and s.precision == config.two_pass_precision
@@ -120,7 +119,6 @@ def test_the_served_spec_carries_the_pipelines_dev_choices():
     assert served.get("verifier_restart_whole", False) == config.two_pass_verifier_restart_whole
     assert served.get("verifier_restart_long", 0) == config.two_pass_verifier_restart_long
     assert served.get("partial_min_prob", 0.0) == config.two_pass_partial_min_prob
-    assert served.get("final_min_prob", 0.0) == config.two_pass_final_min_prob
     assert served.get("heartbeat_ms") == config.two_pass_heartbeat_ms
     assert served.get("hold_last_edge_ms") == config.two_pass_hold_last_edge_ms
     assert served["window_ms"] == config.verifier_window_ms and served["partials"] == config.two_pass_partials

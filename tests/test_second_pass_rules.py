@@ -64,24 +64,6 @@ def test_final_words_outnumbering_the_causal_ones_leave_an_empty_tail():
     assert system.feed(chunk) == Hypothesis(("one", "two", "three"), ())
 
 
-def test_a_run_of_digits_is_final_once_a_word_that_is_not_digits_follows_it():
-    from streaming.second_pass import digit_run_open
-
-    assert digit_run_open(["enter", "4", "4", "3"]) == 1  # the run may still grow
-    assert digit_run_open(["enter", "443", "631", "erase", "9"]) == 4  # "443 631" ended; "9" may still grow
-    assert digit_run_open(["3,", "5,", "A"]) == 3 and digit_run_open(["3,", "5"]) == 1  # commas end a number
-    assert digit_run_open(["March", "3rd", "1928."]) == 3 and digit_run_open([]) == 0
-    chunk = np.zeros(4800, dtype=np.float32)
-    script = [["enter", "4", "4", "3"], ["enter", "443", "631", "2", "erase", "that"]]
-    for hold, first in ((False, ("enter", "4", "4")), (True, ("enter",))):
-        # the verifier answers the words past the final ones (its forced prefix)
-        causal, verifier = _Scripted([list(w) for w in script]), _Scripted([script[0], script[1][1:]])
-        system = TwoPassStreaming(causal, verifier, every_ms=300, hold_digit_runs=hold)
-        assert system.feed(chunk).committed == first
-        if hold:  # the next pass heard the whole number and the word after it: all but its last word final
-            assert system.feed(chunk).committed == ("enter", "443", "631", "2", "erase")
-
-
 class _ScriptedCausal(_Scripted):
     """A causal engine answering scripted hypotheses (committed and tentative words)."""
 
@@ -250,42 +232,6 @@ def test_unsure_verifier_words_are_not_shown():
     assert shown(0.2) == shown(0.0)  # every word sure: the edge word still waits
     with pytest.raises(ValueError, match="partial_min_prob"):
         TwoPassStreaming(_Scripted([]), _Scripted([]), partial_min_prob=1.0)
-
-
-def test_unsure_verifier_words_wait_for_a_later_pass_to_be_final():
-    """``final_min_prob``: a mid-stream pass finalises no word from its first open word with an unsure token, even
-    where the causal engine (or the pass before) agrees; the last pass decides it, and every word left."""
-    from streaming.verifier import VerifierWords
-
-    words = ["the", "block", "book", "produced", "the"]
-
-    class Unsure(_Scripted):
-        def __call__(self, audio, final_tokens, last=False, prompt=None):
-            said, probs = self.answers.pop(0)
-            return VerifierWords(said, [[100 + i] for i, _ in enumerate(said)], probs)
-
-    def run(min_prob: float, self_agreement: bool = False) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(final words after the mid-stream passes, after the last pass); with ``self_agreement`` the causal engine
-        hears something else and two verifier passes in a row say the same words."""
-        mid = (list(words), [0.95, 0.9, 0.3, 0.9, 0.8])
-        passes = [mid, mid] if self_agreement else [mid]
-        causal = [["um", "uh"]] * 2 if self_agreement else [list(words)]
-        system = TwoPassStreaming(_Scripted(causal), Unsure([*passes, (["look", "end."], [])]), every_ms=300,
-                                  self_agreement=self_agreement, final_min_prob=min_prob)
-        for _ in passes:
-            mid_stream = system.feed(np.zeros(4800, dtype=np.float32)).committed
-        return mid_stream, system.finish().committed
-
-    # the causal engine agrees on every word: all but the edge word final mid-stream, the last pass adds the rest
-    assert run(0.0) == (("the", "block", "book", "produced"), ("the", "block", "book", "produced", "look", "end."))
-    # "book" was unsure: it and every word after it wait, and the last pass hears it otherwise
-    assert run(0.5) == (("the", "block"), ("the", "block", "look", "end."))
-    assert run(0.2) == run(0.0)  # every word sure enough: as without the gate
-    # two passes agreeing (LocalAgreement-2 on the verifier) do not vouch for an unsure word either
-    assert run(0.0, self_agreement=True)[0] == ("the", "block", "book", "produced")
-    assert run(0.5, self_agreement=True)[0] == ("the", "block")
-    with pytest.raises(ValueError, match="final_min_prob"):
-        TwoPassStreaming(_Scripted([]), _Scripted([]), final_min_prob=1.0)
 
 
 def test_a_heartbeat_asks_the_verifier_when_the_causal_engine_goes_quiet():
