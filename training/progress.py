@@ -57,11 +57,11 @@ def _latest(client, run_id: str, key: str) -> float | None:
 
 
 @contextlib.contextmanager
-def watch(tracking_uri: str, run_id: str, progress: Progress, say: Callable[[str], None] | None,
+def watch(tracking_uri: str, run_id: str, progress: Progress | None, say: Callable[[str], None] | None,
           every_s: float = EVERY_S) -> Iterator[None]:
-    """Say ``progress``'s line every ``every_s`` seconds while the body runs (nothing when ``say`` is None). A store
-    that does not answer is skipped for that poll: progress never fails a training run."""
-    if say is None:
+    """Say ``progress``'s line every ``every_s`` seconds while the body runs (nothing without ``progress`` and
+    ``say``). A store that does not answer is skipped for that poll: progress never fails a training run."""
+    if progress is None or say is None:
         yield
         return
     from training.tracking import client

@@ -83,7 +83,7 @@ def fit(train_loop: Callable[[dict], None], loop_config: dict[str, Any], *, name
     )
     started = time.perf_counter()
     try:
-        with watch(tracking_uri, run_id, progress or Progress(name, 0), say if progress else None):
+        with watch(tracking_uri, run_id, progress, say):
             result = trainer.fit()
     except Exception as err:  # Ray Train V2 raises once FailureConfig's restarts are used up
         mark_failed(tracking_uri, run_id)
