@@ -96,11 +96,10 @@ class ServedModel:
 
     def warm_up(self, seconds: float = WARM_UP_S) -> float:
         """Stream ``seconds`` of noise through a fresh engine once, before the replica takes traffic; returns the
-        wall time. A kernel library's first call at each shape is slow (FBGEMM generates its int8 GEMM kernels then:
-        on an AVX2-only CPU a cold 9.7 s file took 16.3 s, 5.4 s warm), and without this the first stream a server
-        takes pays for it and falls seconds behind. The verifier's window reaches its full length within 8 s, so
-        10 s meets every shape a stream will; noise this loud (not silence) is decoded like speech, and after it
-        the first real file took 5.5 s against 5.2 s."""
+        wall time. A kernel library's first call at each shape is slow (FBGEMM generates its int8 kernels then), and
+        without this the first stream a server takes pays for it and falls behind (docs/decisions/
+        precision-per-cpu.md). The verifier's window reaches its full length within 8 s, so 10 s meets every shape a
+        stream will; noise this loud, not silence, is decoded like speech."""
         started = time.perf_counter()
         noise = np.random.default_rng(0).normal(0.0, 0.05, int(seconds * 16000)).astype(np.float32)
         self.transcribe(noise)
