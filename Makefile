@@ -22,8 +22,8 @@ test: setup
 	WHISPERLINE_REALSPEECH=$(REALSPEECH) $(VENV)/bin/pytest -q
 
 bench: setup
-	WHISPERLINE_REALSPEECH=$(REALSPEECH) $(VENV)/bin/python benchmarks/dataset_build.py
-	WHISPERLINE_REALSPEECH=$(REALSPEECH) $(VENV)/bin/python benchmarks/align_speed.py
+	WHISPERLINE_REALSPEECH=$(REALSPEECH) $(VENV)/bin/python -m benchmarks.dataset_build
+	WHISPERLINE_REALSPEECH=$(REALSPEECH) $(VENV)/bin/python -m benchmarks.align_speed
 
 # A real Prefect server + process worker on 127.0.0.1:$(PORT) running infra/prefect.yaml's deployments on schedule.
 PORT ?= 4200

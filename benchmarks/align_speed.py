@@ -6,23 +6,21 @@ For each available aligner (pocketsphinx, whisper-DTW, mfa when installed), one 
     (no human labels exist here: agreement, not accuracy),
   - accuracy against the exact word timings of espeak-ng synthetic speech (the synthesizer knows
     where every word is), which is ground truth for that audio.
-Usage: python benchmarks/align_speed.py [--realspeech PATH] [--n-synth 40] [--aligners pocketsphinx,whisper,mfa]
+Usage: python -m benchmarks.align_speed [--realspeech PATH] [--n-synth 40] [--aligners pocketsphinx,whisper,mfa]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import markdown_table, realspeech_path, write_results  # noqa: E402
+from benchmarks.common import markdown_table, realspeech_path, write_results
 
 Item = tuple[str, np.ndarray, list[str]]  # utt_id, 16 kHz audio, normalized words
 

@@ -7,7 +7,7 @@ synthetic espeak-ng corpus, all in one process so the timings are side by side:
   3. clean build B in a new root          → shards_identical (sha256 of every shard, tables, dataset.json)
   4. one input changed, rebuild of A      → incremental_s and how many utterances were re-aligned
   5. per aligner, single-threaded alignment of every accepted utterance → align_x_realtime_per_core
-Usage: python benchmarks/dataset_build.py [--realspeech PATH] [--n-synth 80] [--aligners pocketsphinx,whisper]
+Usage: python -m benchmarks.dataset_build [--realspeech PATH] [--n-synth 80] [--aligners pocketsphinx,whisper]
 """
 
 from __future__ import annotations
@@ -15,14 +15,12 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import markdown_table, realspeech_path, write_results  # noqa: E402
+from benchmarks.common import markdown_table, realspeech_path, write_results
 
 
 def _combined_corpus(root: Path, realspeech: Path, n_synth: int) -> Path:

@@ -11,8 +11,8 @@ identical between the runners (and S3).
 Then the reject counts the issue asks for: `too_long` among the long-form recordings, and the aligner's rejects on
 the 50 real-world transcripts and on every real utterance (benchmarks/transcript_rejects.py).
 
-Usage: python benchmarks/dataset_scale.py [--sizes 500,2000,5000] [--workers 2] [--s3-size 5000] [--workdir DIR]
-       python benchmarks/dataset_scale.py --rss-only --sizes 500,5000,50000 --runners pool --synth-text short
+Usage: python -m benchmarks.dataset_scale [--sizes 500,2000,5000] [--workers 2] [--s3-size 5000] [--workdir DIR]
+       python -m benchmarks.dataset_scale --rss-only --sizes 500,5000,50000 --runners pool --synth-text short
            (driver RSS growth only; two-word espeak-ng phrases: the count matters there, not the hours)
 """
 
@@ -29,10 +29,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))  # tests/s3_server.py: the moto server the tests use
 
-from benchmarks.common import markdown_table, realspeech_path, write_results  # noqa: E402
+from benchmarks.common import markdown_table, realspeech_path, write_results
 
 LONG_EVERY = 250  # one long-form recording per this many inputs
 CFG = {"name": "scale", "shard_size": 256, "align_batch_size": 32}
@@ -137,7 +135,7 @@ def peak_rss_mb() -> float:
 
 
 def run_one(spec: Path, output_root: str, runner: str, workers: int, env: dict) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--one", str(spec), output_root, runner, str(workers)],
+    out = subprocess.run([sys.executable, "-m", "benchmarks.dataset_scale", "--one", str(spec), output_root, runner, str(workers)],
                          cwd=REPO, capture_output=True, text=True, env=env, timeout=3600)
     if out.returncode != 0:
         raise RuntimeError(f"{runner} build of {spec.name} failed:\n{out.stderr[-4000:]}")
@@ -159,7 +157,7 @@ def measure(sizes: list[int], workers: int, s3_size: int | None, workdir: Path,
                 builds.append(_row(n, runner, composition, result, workers))
                 print(json.dumps({k: v for k, v in builds[-1].items() if k != "shards"}), flush=True)
         if s3_size:
-            from s3_server import local_s3_server
+            from tests.s3_server import local_s3_server
 
             spec, composition = manifest_for(workdir, kinds, s3_size)
             with local_s3_server() as server:
@@ -321,7 +319,7 @@ def main() -> None:
                                                                for b in runs],
                                    "growth": rss_growth(runs), "method": PEAK_RSS_METHOD,
                                    "synthetic_texts": args.synth_text,
-                                   "command": "python benchmarks/dataset_scale.py " + " ".join(sys.argv[1:])}
+                                   "command": "python -m benchmarks.dataset_scale " + " ".join(sys.argv[1:])}
         write_results("dataset_scale", result, table(result))
         return
     result = measure(sizes, args.workers, args.s3_size or None, workdir)

@@ -1,10 +1,9 @@
 """Decisions the evidence can carry: data → train → select on dev → score the test split once.
 
-    python benchmarks/evaluation.py data     # dataset versions (benchmarks/evidence.py)
-    python benchmarks/evaluation.py train    # adapters (one per --seed), random-chunk adapter, hush word, EMMA
-    python benchmarks/evaluation.py select   # every candidate on the dev sets → benchmarks/results/selection/
-    python benchmarks/evaluation.py release  # the dev-chosen systems on `test` → benchmarks/results/evaluation.*
-    python benchmarks/evaluation.py partials # the dev-chosen recipe's partials + the served two-pass on `test`
+    python -m benchmarks.evaluation data     # dataset versions (benchmarks/evidence.py)
+    python -m benchmarks.evaluation train    # adapters (one per --seed), random-chunk adapter, hush word, EMMA
+    python -m benchmarks.evaluation select   # every candidate on the dev sets → benchmarks/results/selection/
+    python -m benchmarks.evaluation release  # the dev-chosen systems on `test` → benchmarks/results/evaluation.*
 
 `train` trains, `dev` selects, `test` is only reported. `select` streams every candidate (ours with every seed,
 decoding and threshold; each whisperlivekit policy at 300 / 500 / 1000 ms with and without its voice-activity
@@ -24,7 +23,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 REPO = Path(__file__).resolve().parent.parent
@@ -183,13 +181,13 @@ def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = (300, 5
     1 s, its dev-chosen configuration), named whether or not this part scores it. ``ours_rows`` False: the peers
     alone (a part of a release scored in parts); ``policies``: only these peer kinds (None: every one). Nothing here
     looks at test."""
-    from evaluation.systems import SystemSpec
+    from recognizer.spec import Peer, RecognizerSpec
 
     specs = _ours_release_specs(state, choices) if ours_rows else []  # peers alone need no trained artifact
     peers = choices.get("peers", {})
     for key, peer in sorted(peers.items(), key=lambda kv: (kv[1]["kind"], kv[1]["chunk_ms"])):
         if peer["chunk_ms"] in budgets and (policies is None or peer["kind"] in policies):
-            specs.append(SystemSpec(peer["name"], peer["kind"], peer["chunk_ms"], vac=peer["vac"]))
+            specs.append(RecognizerSpec(peer["name"], peer["kind"], peer["chunk_ms"], peer=Peer(peer["vac"])))
     reference = peers.get("whisperlivekit-la@1000", {}).get("name")
     return specs, reference
 
@@ -197,36 +195,30 @@ def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = (300, 5
 def _ours_release_specs(state: dict, choices: dict) -> list:
     """The offline references and our dev-chosen systems, from the trained artifacts of ``state``."""
     from benchmarks import selection as sel
-    from evaluation.systems import SystemSpec
+    from recognizer.spec import Decoding, from_dict
 
     art = state["artifacts"]
-    specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline"),
-             SystemSpec("faster-whisper offline", "faster-whisper")]
     seeds = _seeds(art)
     first = art["adapters"][f"300ms-seed{seeds[0]}"]["adapter_dir"]
     rcs = art["adapters"].get("rcs", {}).get("adapter_dir")
     champ = choices.get("champion", {})
     if choices.get("adapter"):  # the dev-chosen seed's adapter is the one every row of ours uses
         first = choices["adapter"]["adapter_dir"]
-    ours = [SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=first)]
+    ours = [sel.causal("causal tuned 300 ms", 300, first)]
     if "beam_4_vs_greedy" in choices.get("decoding", {}):
-        ours.append(SystemSpec("causal tuned 300 ms beam 4", "causal", 300, adapter_dir=first, beam_size=4))
+        ours.append(sel.causal("causal tuned 300 ms beam 4", 300, first, decoding=Decoding(4)))
     if rcs:
-        ours += [SystemSpec("causal random-chunk adapter 1000 ms beam 4", "causal", 1000, adapter_dir=rcs,
-                            beam_size=4)]
+        ours.append(sel.causal("causal random-chunk adapter 1000 ms beam 4", 1000, rcs, decoding=Decoding(4)))
     if art.get("emma") and choices.get("t_emma"):  # (t_emma is only chosen when dev scored the thresholds)
-        e = art["emma"]
-        ours.append(SystemSpec(f"causal tuned + EMMA 300 ms (t_emma {choices['t_emma']['t_emma']})", "causal", 300,
-                               adapter_dir=e["adapter_dir"], emma_dir=e["policy_dir"], t_emma=choices["t_emma"]["t_emma"]))
+        e, t = art["emma"], choices["t_emma"]["t_emma"]
+        ours.append(sel.causal(f"causal tuned + EMMA 300 ms (t_emma {t})", 300, e["adapter_dir"],
+                               decoding=Decoding(1, e["policy_dir"], t)))
     if "two_pass_vs_causal_alone" in choices.get("decoding", {}):  # only what dev measured reaches test
-        parts = sel.two_pass_parts(art, seeds)
-        if not rcs:
-            parts["adapter_dir"] = first
-        ours.append(SystemSpec("two-pass 300 ms", "two-pass", 300, **parts, every_ms=300))
-    if champ.get("name"):
-        spec = SystemSpec(**{**champ["spec"], "name": f"champion (dev): {champ['name']}"})
-        ours = [s for s in ours if (s.kind, s.chunk_ms, s.adapter_dir, s.beam_size, s.emma_dir, s.every_ms) !=
-                (spec.kind, spec.chunk_ms, spec.adapter_dir, spec.beam_size, spec.emma_dir, spec.every_ms)] + [spec]
+        ours.append(sel.two_pass_spec(art, seeds, "two-pass 300 ms", adapter=first))
+    if champ.get("name"):  # chosen on dev under any spec schema this code reads
+        spec = from_dict(champ["spec"]).with_(name=f"champion (dev): {champ['name']}")
+        ours = [s for s in ours if s.with_(name=spec.name) != spec] + [spec]
+    specs = list(sel.OFFLINE)
     return specs + ours
 
 
@@ -284,29 +276,11 @@ def _release_part(args, out: Path, state: dict, specs, reference: str | None, ta
     return result
 
 
-def stage_partials(args, out: Path, state: dict) -> None:
-    """Issue 28's release part: the offline references, the dev-chosen recipe's adapters alone (the partials) and
-    the served two-pass spec over it, on test; the headline keys (``evaluation.headline``) go on top of the report.
-    The adapters come from the dev evidence files only (``selection.partials_specs``)."""
-    from benchmarks import selection as sel
-    from evaluation.sets import split_sha256
-
-    choices = json.loads((SELECTION / "choices.json").read_text())
-    reference = choices.get("peers", {}).get("whisperlivekit-la@1000", {}).get("name")
-    specs, adapters = sel.partials_specs(SELECTION)
-    real = state["datasets"]["real"]
-    specs = _unscored(specs, RESULTS / "evaluation.json", split_sha256([real], ["test"]))
-    result = _release_part(args, out, state, specs, reference, "partials")
-    result["partials_recipe"] = {**adapters, "selected_on": "dev",
-                                 "evidence": [f"benchmarks/results/selection/{e}" for e in adapters["evidence"]]}
-    _write_release(result)
-
-
 def _unscored(specs, path: Path, audio_sha256: str) -> list:
     """The specs the report does not hold yet on the test split whose audio hashes to ``audio_sha256`` (a report of
     another split holds none of them). A row already scored with the same system under another name is renamed in
     the report instead of scored again (a label corrected, not a new look at test)."""
-    from dataclasses import asdict
+    from recognizer.spec import SchemaError, from_dict
 
     if not path.exists():
         return list(specs)
@@ -314,13 +288,17 @@ def _unscored(specs, path: Path, audio_sha256: str) -> list:
     if report.get("test_set", {}).get("audio_sha256") != audio_sha256:
         return list(specs)
 
-    def system(spec: dict) -> str:
-        return json.dumps({k: v for k, v in spec.items() if k != "name" and v is not None}, sort_keys=True)
+    def system(values: dict) -> str | None:
+        """The system a row scored, under whichever spec schema it was scored (None: one this code cannot build)."""
+        try:
+            return json.dumps({**from_dict(values).as_dict(), "name": ""}, sort_keys=True)
+        except SchemaError:
+            return None
 
     by_system = {system(r["spec"]): r for r in report["systems"] if r.get("spec")}
     todo, renamed = [], False
     for spec in specs:
-        row = by_system.get(system(asdict(spec)))
+        row = by_system.get(system(spec.as_dict()))
         if row is None:
             todo.append(spec)
         elif row["name"] != spec.name and spec.name not in {r["name"] for r in report["systems"]}:
@@ -344,7 +322,7 @@ def _write_release(result: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=("data", "train", "select", "choose", "release", "partials"))
+    parser.add_argument("stage", choices=("data", "train", "select", "choose", "release"))
     parser.add_argument("--out", default="outputs/bench-evaluation")
     parser.add_argument("--shared-data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--n-synth", type=int, default=240)
@@ -385,8 +363,7 @@ def main() -> None:
             seeds = _seeds(state.get("artifacts", {}))
             _choose(state, {}, seeds, args)
         else:
-            {"data": stage_data, "train": stage_train, "select": stage_select, "release": stage_release,
-             "partials": stage_partials}[args.stage](
+            {"data": stage_data, "train": stage_train, "select": stage_select, "release": stage_release}[args.stage](
                 args, out, state)
     if args.stage in ("data", "train"):  # the other stages only read the state (they may run beside these)
         _save(out, state)

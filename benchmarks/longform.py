@@ -1,14 +1,14 @@
 """Continuous long-form audio, streamed whole: every system on minutes of real speech with no per-utterance end.
 
-    python benchmarks/longform.py --state outputs/bench26/state.json            # → benchmarks/results/longform.*
-    python benchmarks/longform.py --state … --hour-check                        # + one 60-min stream, no exception
-    python benchmarks/longform.py --state … --two-pass-from-dev --window-from-dev --verifier zeros_5s  # dev-chosen
+    python -m benchmarks.longform --state outputs/bench26/state.json            # → benchmarks/results/longform.*
+    python -m benchmarks.longform --state … --hour-check                        # + one 60-min stream, no exception
+    python -m benchmarks.longform --state … --adapter DIR          # the served two-pass spec over an adapter
 
 Streams (``evaluation/longform.py``): the long-form dataset version's recordings joined back from their
 segments (``longform``: continuous readings of about a minute), and one speaker's test-split utterances joined in
 order with the pauses their clips carry (``joined``), until ``--min-total-s`` of audio. Every stream is one
 evaluation unit: the intervals resample streams. Systems: faster-whisper's own long-form transcription (the
-offline reference), our causal engine (and two-pass where a hush word and adapter are given), the whisperlivekit
+offline reference), our causal engine, the served two-pass spec (``configs/recognizer.yaml``), the whisperlivekit
 peers at their dev-chosen 1 s configurations (``choices.json``), all live-fed on the real-time queue; ours go
 through ``Segmented`` (the live server's segmentation), the peers trim their own buffers as their servers do.
 Per system: WER, median final-word latency, step p90 in each stream's first and last minute, RTF.
@@ -22,7 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results"
@@ -63,89 +62,16 @@ def dev_streams(state: dict) -> tuple[list, dict]:
                    "speakers": len(units), "corpora": ["dev utterances of one speaker, joined"]}
 
 
-WINDOWS_MS = (None, 8000, 12000)  # the verifier windows tried on dev (None: the whole segment at every pass)
-
-
-def select_window(args, state: dict, max_latency_ms: float = 1000.0) -> dict:
-    """The two-pass verifier's window, chosen on continuous *dev* speech (each dev speaker's utterances joined in
-    order into streams of ≥ 20 s; never long-form test): rule fixed before running, the lowest RTF among windows
-    whose dev WER is not separably worse than the unwindowed verifier's (paired 95 % interval of the difference
-    includes 0 or lies below it) with median final-word latency ≤ ``max_latency_ms``."""
-    from evaluation.report import evaluate_systems, write_report
-
-    evidence = RESULTS / "selection" / "dev_window.json"
-    if evidence.exists() and not args.reselect:
-        result = json.loads(evidence.read_text())
-    else:
-        units, test_set = dev_streams(state)
-        variants = [two_pass_spec(args, bool(args.self_agreement), w) for w in WINDOWS_MS]
-        result = evaluate_systems(variants, units, test_set=test_set, reference=variants[0].name)
-        result["command"] = " ".join(["python", *sys.argv])
-        write_report(result, RESULTS / "selection", "dev_window")
-    rows = [r for r in result["systems"] if r["kind"] == "two-pass"]
-    ok = [r for r in rows if r["word_latency_ms_median"] <= max_latency_ms
-          and ("vs_reference" not in r or r["vs_reference"]["wer"]["ci95"][0] <= 0)]
-    chosen = min(ok or rows, key=lambda r: r["rtf"])
-    return {"name": chosen["name"], "window_ms": chosen["spec"].get("window_ms"),
-            "rule": "lowest dev RTF among windows whose WER is not separably worse than no window, median final-word "
-                    f"latency ≤ {max_latency_ms:g} ms",
-            "dev": {r["name"]: {k: r[k] for k in ("wer", "word_latency_ms_median", "rtf", "step_ms_p90")}
-                    | {"wer_vs_no_window_ci95": (r.get("vs_reference") or {}).get("wer", {}).get("ci95")}
-                    for r in rows}, "evidence": "benchmarks/results/selection/dev_window.json"}
-
-
-def two_pass_spec(args, self_agreement: bool, window_ms: int | None = None):
-    """The two-pass row: the hush word where one is given, else a naive padding mid-stream and Whisper's own 30 s
-    padding for each segment's last pass (fixed before any long-form number was seen)."""
-    from evaluation.systems import SystemSpec
-
-    verifier = args.verifier or "hush"
-    final = args.final_verifier or (None if verifier == "hush" else "pad30")
-    agree = ", self-agreement" if self_agreement else ""
-    window = f", window {window_ms / 1000:g} s" if window_ms else ""
-    return SystemSpec(f"two-pass 300 ms ({verifier}" + (f", final {final}" if final else "") + f"{agree}{window})",
-                      "two-pass", 300, adapter_dir=args.adapter, hush_dir=args.hush_dir, verifier=verifier,
-                      every_ms=300, final_verifier=final, self_agreement=self_agreement or None, window_ms=window_ms)
-
-
-def select_two_pass(args, state: dict, max_latency_ms: float = 1000.0) -> dict:
-    """Which two-pass variant the long-form run scores, chosen on the real `dev` split (never on long-form or test):
-    finals on causal agreement only, or also on two consecutive verifier passes. Rule, fixed before running: the
-    lowest dev WER among variants whose median final-word latency is ≤ ``max_latency_ms``, else the lowest latency."""
-    from flows.evaluate import run_evaluate
-    from evaluation.report import write_report
-    from evaluation.systems import SystemSpec
-
-    evidence = RESULTS / "selection" / "dev_two_pass.json"
-    if evidence.exists() and not args.reselect:  # the committed dev evidence, read back (the rule applied again)
-        result = json.loads(evidence.read_text())
-    else:
-        variants = [two_pass_spec(args, agree) for agree in (False, True)]
-        specs = [SystemSpec("faster-whisper offline", "faster-whisper"), *variants]
-        result = run_evaluate(specs, [state["datasets"]["real"]], [], ["train"], split="dev",
-                              out_dir=str(Path(args.state).parent / "select-two-pass"))
-        write_report(result, RESULTS / "selection", "dev_two_pass")
-    rows = [r for r in result["systems"] if r["kind"] == "two-pass"]
-    fast = [r for r in rows if r["word_latency_ms_median"] <= max_latency_ms]
-    chosen = min(fast, key=lambda r: r["wer"]) if fast else min(rows, key=lambda r: r["word_latency_ms_median"])
-    return {"name": chosen["name"], "self_agreement": bool(chosen["spec"].get("self_agreement")),
-            "rule": f"lowest dev WER with median final-word latency ≤ {max_latency_ms:g} ms, else the lowest latency",
-            "dev": {r["name"]: {k: r[k] for k in ("wer", "word_latency_ms_median", "word_latency_ms_p90", "rtf")}
-                    for r in rows}, "evidence": "benchmarks/results/selection/dev_two_pass.json"}
-
-
 def specs(args, choices: dict) -> list:
-    from evaluation.systems import SystemSpec
+    from recognizer.spec import Peer, RecognizerSpec, Weights, load
 
-    out = [SystemSpec("faster-whisper offline (long-form)", "faster-whisper")]
-    if args.no_causal:
-        pass
-    elif args.adapter:
-        out.append(SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=args.adapter))
-    else:
-        out.append(SystemSpec("causal 300 ms (original weights)", "causal", 300))
-    if args.hush_dir or args.verifier:
-        out.append(two_pass_spec(args, bool(args.self_agreement), args.window_ms))
+    out = [RecognizerSpec("faster-whisper offline (long-form)", "faster-whisper", None)]
+    if not args.no_causal:
+        out.append(RecognizerSpec("causal tuned 300 ms" if args.adapter else "causal 300 ms (original weights)",
+                                  "causal", 300, Weights(adapter_dir=args.adapter)))
+    hush = {"padding": "hush", "hush_dir": args.hush_dir, "final_padding": "hush"} if args.hush_dir else {}
+    out.append(load(name="two-pass 300 ms (served spec" + (", hush word)" if hush else ")"),
+                    weights={"adapter_dir": args.adapter}, second_pass=hush))
     for uri in args.model or []:  # a registered recognizer, as registered (what serve-model serves)
         from recognizer.registry import load_spec
 
@@ -153,7 +79,7 @@ def specs(args, choices: dict) -> list:
     for key in ("whisperlivekit-la@1000", "whisperlivekit-simul@1000"):
         peer = choices.get("peers", {}).get(key)
         if peer and not args.no_peers:
-            out.append(SystemSpec(peer["name"], peer["kind"], peer["chunk_ms"], vac=peer["vac"]))
+            out.append(RecognizerSpec(peer["name"], peer["kind"], peer["chunk_ms"], peer=Peer(peer["vac"])))
     return out
 
 
@@ -192,7 +118,7 @@ def hour_check(minutes: int, spec) -> dict:
     evaluate stage builds it: no exception, the segments it took, the step p90 of its first and last minute."""
     import numpy as np
 
-    from evaluation.systems import build
+    from recognizer.build import build
     from training.metrics import wer
 
     stream, period = repeated_speech(minutes)
@@ -221,21 +147,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
     parser.add_argument("--adapter", help="the causal adapter (default: the original weights)")
-    parser.add_argument("--hush-dir", help="a hush word: adds the two-pass row")
+    parser.add_argument("--hush-dir", help="a hush word: the two-pass row's verifier padding")
     parser.add_argument("--min-total-s", type=float, default=600.0)
     parser.add_argument("--max-stream-s", type=float, default=360.0)
-    parser.add_argument("--verifier", help="two-pass without a hush word: the mid-stream padding (zeros_5s, pad30)")
-    parser.add_argument("--final-verifier", help="two-pass: the padding of each segment's last pass")
-    parser.add_argument("--self-agreement", action="store_true", help="two-pass: also finalise on two verifier passes")
-    parser.add_argument("--no-causal", action="store_true", help="no causal-only row (a two-pass variant alone)")
-    parser.add_argument("--two-pass-from-dev", action="store_true",
-                        help="the two-pass variant chosen on the real dev split (select_two_pass; its committed "
-                             "evidence when there is some)")
-    parser.add_argument("--reselect", action="store_true", help="with --two-pass-from-dev: score dev again")
-    parser.add_argument("--window-from-dev", action="store_true",
-                        help="the two-pass verifier window chosen on continuous dev speech (select_window)")
-    parser.add_argument("--selection-only", action="store_true", help="stop after the dev selections")
-    parser.add_argument("--window-ms", type=int, default=None, help="two-pass: the verifier's window (ms)")
+    parser.add_argument("--no-causal", action="store_true", help="no causal-only row")
     parser.add_argument("--model", action="append", help="a registered recognizer, models:/NAME@ALIAS (repeat)")
     parser.add_argument("--tracking-uri", default=None, help="the registry of --model")
     parser.add_argument("--no-peers", action="store_true")
@@ -249,30 +164,19 @@ def main() -> None:
     from evaluation.report import evaluate_systems, write_report
 
     if args.hour_check_only:  # the 60-min checks alone, into longform.json beside the evaluation already there
-        from evaluation.systems import SystemSpec
+        from recognizer.spec import from_dict
 
         path = Path(args.out) / "longform.json"
         result = json.loads(path.read_text())
-        ours = [SystemSpec(**r["spec"]) for r in result["systems"] if r["kind"] in ("causal", "two-pass")]
+        ours = [from_dict(r["spec"]) for r in result["systems"] if r["kind"] in ("causal", "two-pass")]
         result["hour_check"] = [hour_check(args.hour_check, sp) for sp in ours
                                 if args.hour_check_systems == "all" or sp.kind == args.hour_check_systems]
         path.write_text(json.dumps(result, indent=1, default=str) + "\n")
         print(json.dumps(result["hour_check"], indent=1))
         return
     state = json.loads(Path(args.state).read_text())
-    choices = json.loads((RESULTS / "selection" / "choices.json").read_text())
-    chosen = None
-    if args.two_pass_from_dev:
-        chosen = select_two_pass(args, state)
-        args.self_agreement = chosen["self_agreement"]
-        print("two-pass chosen on dev:", json.dumps(chosen), flush=True)
-    if args.window_from_dev:
-        window = select_window(args, state)
-        args.window_ms = window["window_ms"]
-        chosen = {**(chosen or {}), "window": window}
-        print("verifier window chosen on dev:", json.dumps(window), flush=True)
-        if args.selection_only:
-            return
+    choices_file = RESULTS / "selection" / "choices.json"  # the peers' dev-chosen settings (evaluation select)
+    choices = json.loads(choices_file.read_text()) if choices_file.exists() else {}
     units, source = streams(state, args.min_total_s, args.max_stream_s)
     seconds = round(sum(len(s.audio) for s in units) / 16_000, 1)
     print(f"{len(units)} streams, {seconds} s", flush=True)
@@ -282,8 +186,6 @@ def main() -> None:
                                                             round(len(s.audio) / 16_000, 1)} for s in units}}
     systems = specs(args, choices)
     result = evaluate_systems(systems, units, test_set=test_set)
-    if chosen:
-        result["two_pass_selection"] = chosen
     result["recordings"] = len(units)
     result["seconds"] = seconds
     if args.hour_check:

@@ -6,7 +6,7 @@
 #   - served by `make serve-model` and sent a long-form recording in real time (`whisperline stream-file`), once on
 #     this CPU's own kernels and once capped as an AVX2-only CPU (no native bf16); offline faster-whisper
 #     transcribes the same recording (the bar for repeats);
-#   - served under load (benchmarks/serve_load.py, SERVE_LOAD=1) on both kernel paths: max_realtime_streams.
+#   - served under load (benchmarks.serve_load, SERVE_LOAD=1) on both kernel paths: max_realtime_streams.
 #   bash benchmarks/newcomer.sh   → benchmarks/results/newcomer.{json,md}, serve_load{,_avx2}.{json,md}
 # Knobs: RUNS (3), NEWCOMER_DIR, REALSPEECH (../shared/data/realspeech), LONGFORM_WAV (a recording; its reference is
 # read from the folder's transcripts.tsv), SERVE_LOAD (1), LOAD_LEVELS (1,2,3,4,6).
@@ -75,11 +75,11 @@ audio = load_audio(sys.argv[1], max_duration_s=24 * 3600.0).samples
 text = faster_whisper_text(faster_whisper_model(ct2_files("tiny.en").model_parts[0].parent), audio)
 print(json.dumps({"wer": round(wer([sys.argv[2]], [text]), 4), **utterance_repetition(text, sys.argv[2]), "text": text}))
 PY
-# live serving under load on each kernel path (benchmarks/serve_load.py over the held-out real speech)
+# live serving under load on each kernel path (benchmarks.serve_load over the held-out real speech)
 if [ "${SERVE_LOAD:-1}" = 1 ]; then
   echo "{\"datasets\": {\"real\": \"$VERSION\"}}" > "$OUT/state.json"
   for path in native avx2; do
-    env $([ $path = avx2 ] && echo $AVX2_ENV) .venv/bin/python benchmarks/serve_load.py \
+    env $([ $path = avx2 ] && echo $AVX2_ENV) .venv/bin/python -m benchmarks.serve_load \
       --model models:/whisperline-recognizer-tiny.en@champion --tracking-uri "sqlite:///$WORK/mlruns/mlflow.db" \
       --out "$OUT" --levels "${LOAD_LEVELS:-1,2,3,4,6}" --every 3 \
       --results-name "serve_load$([ $path = avx2 ] && echo _avx2)" > "$OUT/serve-load-$path.log" 2>&1
@@ -88,4 +88,4 @@ if [ "${SERVE_LOAD:-1}" = 1 ]; then
   done
 fi
 for i in $(seq 2 "$RUNS"); do run_once "$i"; done
-cd "$REPO" && .venv/bin/python benchmarks/newcomer_report.py "$OUT" "$COMMIT" "$LONGFORM_WAV"
+cd "$REPO" && .venv/bin/python -m benchmarks.newcomer_report "$OUT" "$COMMIT" "$LONGFORM_WAV"

@@ -1,6 +1,6 @@
 """benchmarks/newcomer.sh's report: what its work folder holds, as benchmarks/results/newcomer.{json,md}.
 
-    python benchmarks/newcomer_report.py WORK_DIR COMMIT LONGFORM_WAV
+    python -m benchmarks.newcomer_report WORK_DIR COMMIT LONGFORM_WAV
 
 The bars (issue 64): the champion repeats no 4-gram its reference does not repeat, scores within 2 points of
 offline faster-whisper on the held-out real speech, and is the same recognizer on every `make run`; served with

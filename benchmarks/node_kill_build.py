@@ -10,7 +10,7 @@ Reported (`node_killed_mid_build` in benchmarks/results/dataset_scale.json): the
 disturbed build's version id and the sha256 of every file of the published version, which must be identical;
 when the node died (parts written before), how many batches there were, wall times.
 
-Usage: python benchmarks/node_kill_build.py [--inputs 60] [--batch 2] [--out FILE]
+Usage: python -m benchmarks.node_kill_build [--inputs 60] [--batch 2] [--out FILE]
 (merges its result into dataset_scale.json unless --out; tests/test_build_scale.py runs it small)
 """
 
@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-from benchmarks.common import write_results  # noqa: E402
-from data.assemble import file_hashes  # noqa: E402
+from benchmarks.common import write_results
+from data.assemble import file_hashes
 
 
 def _parts(output_root: Path) -> int:

@@ -7,7 +7,7 @@
 3. The drills (tests/test_reliability.py, test_serve.py, test_ray_job.py and the killed-worker test of
    test_finetune_ray.py) run under pytest with ``WHISPERLINE_DRILL_REPORT``; each records what it measured.
 
-    python benchmarks/pipeline_smoke.py [--skip-drills] [--keep]
+    python -m benchmarks.pipeline_smoke [--skip-drills] [--keep]
 """
 
 from __future__ import annotations
@@ -17,13 +17,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import markdown_table, write_results  # noqa: E402
+from benchmarks.common import markdown_table, write_results
 
 REPO = Path(__file__).resolve().parent.parent
 DRILL_TESTS = ["tests/test_reliability.py", "tests/test_serve.py", "tests/test_ray_job.py",

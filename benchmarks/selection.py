@@ -24,7 +24,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from evaluation.systems import SystemSpec
+from recognizer.spec import CausalPass, Decoding, Peer, RecognizerSpec, Weights
 
 BUDGETS_MS = (300, 500, 1000)
 PEER_KINDS = {"whisperlivekit-la": "whisperlivekit LocalAgreement-2", "whisperlivekit-simul":
@@ -36,66 +36,67 @@ def peer_name(kind: str, chunk: int, vac: bool) -> str:
     return f"{PEER_KINDS[kind]} {chunk} ms{' + VAC' if vac else ''}"
 
 
-def peer_candidates(budgets=BUDGETS_MS) -> list[SystemSpec]:
-    return [SystemSpec(peer_name(kind, c, vac), kind, c, vac=vac) for kind in PEER_KINDS for c in budgets
-            for vac in (False, True)]
+OFFLINE = [RecognizerSpec("offline Whisper (ours, 30 s pad)", "offline", None),
+           RecognizerSpec("faster-whisper offline", "faster-whisper", None)]
 
 
-def seed_candidates(art: dict[str, Any], seeds: list[int]) -> list[SystemSpec]:
+def causal(name: str, chunk: int, adapter: str | None, **groups: Any) -> RecognizerSpec:
+    """A causal recognizer over ``adapter`` at ``chunk`` ms (``groups``: other option groups)."""
+    return RecognizerSpec(name, "causal", chunk, Weights(adapter_dir=adapter), **groups)
+
+
+def peer_candidates(budgets=BUDGETS_MS) -> list[RecognizerSpec]:
+    return [RecognizerSpec(peer_name(kind, c, vac), kind, c, peer=Peer(vac)) for kind in PEER_KINDS
+            for c in budgets for vac in (False, True)]
+
+
+def seed_candidates(art: dict[str, Any], seeds: list[int]) -> list[RecognizerSpec]:
     """The short list: the offline references and every seed of the 300 ms adapter, greedy (which seed is the
     champion's adapter, and the spread of the recipe)."""
-    return [SystemSpec("offline Whisper (ours, 30 s pad)", "offline"), SystemSpec("faster-whisper offline",
-                                                                                  "faster-whisper")] + [
-        SystemSpec(f"causal tuned 300 ms seed {s}", "causal", 300,
-                   adapter_dir=art["adapters"][f"300ms-seed{s}"]["adapter_dir"]) for s in seeds]
+    return OFFLINE + [causal(f"causal tuned 300 ms seed {s}", 300, art["adapters"][f"300ms-seed{s}"]["adapter_dir"])
+                      for s in seeds]
 
 
-def ours_candidates(art: dict[str, Any], seeds: list[int], beam: int = 4) -> list[SystemSpec]:
+def ours_candidates(art: dict[str, Any], seeds: list[int], beam: int = 4) -> list[RecognizerSpec]:
     """Our systems on the real dev set: every seed of the 300 ms adapter (greedy), the first seed with beam search
     and with the `reuse` cache, the random-chunk adapter at 300 and 1000 ms (greedy, beam), EMMA at every
     threshold, two-pass on the random-chunk adapter at two cadences."""
     first = art["adapters"][f"300ms-seed{seeds[0]}"]["adapter_dir"]
-    specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline"), SystemSpec("faster-whisper offline",
-                                                                                   "faster-whisper")]
-    specs += [SystemSpec(f"causal tuned 300 ms seed {s}", "causal", 300,
-                         adapter_dir=art["adapters"][f"300ms-seed{s}"]["adapter_dir"]) for s in seeds]
-    specs += [SystemSpec(f"causal tuned 300 ms seed {seeds[0]} beam {beam}", "causal", 300, adapter_dir=first,
-                         beam_size=beam),
-              SystemSpec(f"causal tuned 300 ms seed {seeds[0]} reuse cache", "causal", 300, adapter_dir=first,
-                         cache_policy="reuse")]
+    specs = seed_candidates(art, seeds)
+    specs += [causal(f"causal tuned 300 ms seed {seeds[0]} beam {beam}", 300, first, decoding=Decoding(beam)),
+              causal(f"causal tuned 300 ms seed {seeds[0]} reuse cache", 300, first,
+                     causal=CausalPass(cache_policy="reuse"))]
     rcs = art["adapters"].get("rcs", {}).get("adapter_dir")
     if rcs:
         for c in (300, 1000):
-            specs.append(SystemSpec(f"causal random-chunk adapter {c} ms", "causal", c, adapter_dir=rcs))
-            specs.append(SystemSpec(f"causal random-chunk adapter {c} ms beam {beam}", "causal", c, adapter_dir=rcs,
-                                    beam_size=beam))
+            specs.append(causal(f"causal random-chunk adapter {c} ms", c, rcs))
+            specs.append(causal(f"causal random-chunk adapter {c} ms beam {beam}", c, rcs, decoding=Decoding(beam)))
     emma = art.get("emma")
     if emma:
-        specs += [SystemSpec(f"causal tuned + EMMA 300 ms t_emma {t}", "causal", 300, adapter_dir=emma["adapter_dir"],
-                             emma_dir=emma["policy_dir"], t_emma=t) for t in T_EMMA]
-    specs += [SystemSpec(f"two-pass 300 ms every {e} ms", "two-pass", 300, **two_pass_parts(art, seeds), every_ms=e)
-              for e in (300, 600)]
+        specs += [causal(f"causal tuned + EMMA 300 ms t_emma {t}", 300, emma["adapter_dir"],
+                         decoding=Decoding(1, emma["policy_dir"], t)) for t in T_EMMA]
+    specs += [two_pass_spec(art, seeds, f"two-pass 300 ms every {e} ms", e) for e in (300, 600)]
     return specs
 
 
-def two_pass_parts(art: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
-    """The two-pass system's causal adapter (the random-chunk one when trained, else the first seed's 300 ms one)
-    and verifier padding (the hush word when trained, else 5 s of zeros: the naive padding that matched the hush
-    word's WER on the hush-word benchmark, at 1.8× its encoder cost)."""
+def two_pass_spec(art: dict[str, Any], seeds: list[int], name: str, every_ms: int = 300,
+                  adapter: str | None = None) -> RecognizerSpec:
+    """The served two-pass spec over the random-chunk adapter when trained (else ``adapter`` or the first seed's
+    300 ms one), its verifier padded with the hush word when trained, passes every ``every_ms``."""
+    from recognizer.spec import load
+
     rcs = art["adapters"].get("rcs", {}).get("adapter_dir")
     hush = art.get("hush_word", {}).get("hush_word_dir")
-    return {"adapter_dir": rcs or art["adapters"][f"300ms-seed{seeds[0]}"]["adapter_dir"],
-            "verifier": "hush" if hush else "zeros_5s", "hush_dir": hush}
+    adapter = rcs or adapter or art["adapters"][f"300ms-seed{seeds[0]}"]["adapter_dir"]
+    padding = {"padding": "hush", "hush_dir": hush, "final_padding": "hush"} if hush else {}
+    return load(name=name, weights={"adapter_dir": adapter}, second_pass={**padding, "every_ms": every_ms})
 
 
-def synthetic_candidates(art: dict[str, Any], seeds: list[int]) -> list[SystemSpec]:
+def synthetic_candidates(art: dict[str, Any], seeds: list[int]) -> list[RecognizerSpec]:
     """Recipe choices on the synthetic dev set: every seed of the 300 ms adapter, and the random-chunk one."""
-    specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline")]
-    specs += [SystemSpec(f"causal tuned 300 ms seed {s}", "causal", 300,
-                         adapter_dir=art["adapters"][f"300ms-seed{s}"]["adapter_dir"]) for s in seeds]
+    specs = seed_candidates(art, seeds)[:1] + seed_candidates(art, seeds)[2:]
     if "rcs" in art["adapters"]:
-        specs.append(SystemSpec("causal random-chunk adapter 300 ms", "causal", 300,
-                                adapter_dir=art["adapters"]["rcs"]["adapter_dir"]))
+        specs.append(causal("causal random-chunk adapter 300 ms", 300, art["adapters"]["rcs"]["adapter_dir"]))
     return specs
 
 
@@ -217,7 +218,7 @@ def _rtf(d: dict | None) -> str:
 
 def choices_markdown(choices: dict[str, Any]) -> str:
     """`choices.json` as the page README links: what was chosen, on which evidence, and what it can carry."""
-    lines = ["# Selection on dev (generated by `python benchmarks/evaluation.py select`)", "",
+    lines = ["# Selection on dev (generated by `python -m benchmarks.evaluation select`)", "",
              f"Chosen on the dev splits only ({choices['created']}); evidence: "
              + ", ".join(f"`{v}`" for v in choices["evidence"].values())
              + ". Differences are a − b in WER points (latency in ms) with 95 % paired bootstrap intervals.", ""]
@@ -275,62 +276,3 @@ def choices_markdown(choices: dict[str, Any]) -> str:
     lines += ["## Defaults not re-selected by this run", "", "| default | its old evidence |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in NOT_RESELECTED.items()]
     return "\n".join(lines) + "\n"
-
-
-def partials_adapters(selection: Path) -> dict[str, Any]:
-    """The dev-chosen recipe's adapters, from the evidence files under ``selection``: the distilled per-chunk 300 ms
-    adapter (``dev_distill_choice.json``) and its random-chunk sibling (``dev_rcs_choice.json``), or both from the
-    longer runs of ``dev_steps_choice.json`` where that evidence chose the longer run. The per-chunk adapter is the
-    same recipe and seed as trained for the restart-cut choice (``dev_restart_choice.json``) where that exists: the
-    adapters of the older evidence were trained by older code; and the one ``rcs_choice.py`` trained beside the
-    random-chunk adapter where that file names it (the newest training of the recipe). Nothing here reads test."""
-    distill = json.loads((selection / "dev_distill_choice.json").read_text())
-    rcs = json.loads((selection / "dev_rcs_choice.json").read_text())
-    out = {"per_chunk": distill["adapters"][distill["chosen"]], "rcs": rcs["rcs_adapter"], "steps": distill["steps"],
-           "evidence": ["dev_distill_choice.json", "dev_rcs_choice.json"]}
-    steps_path = selection / "dev_steps_choice.json"
-    if steps_path.exists():
-        steps = json.loads(steps_path.read_text())
-        out["evidence"].append(steps_path.name)
-        n = str(steps["chosen_steps"])
-        if steps["chosen_steps"] != steps["reference_steps"]:  # another step count beat the chosen recipe on dev
-            if n not in steps["adapters"]["rcs"]:
-                raise ValueError(f"{steps_path}: {n} steps won on dev, but no random-chunk adapter of {n} steps was "
-                                 "trained: train it with the same steps (learning_curve.py --short)")
-            out.update(per_chunk=steps["adapters"]["per_chunk"][n], rcs=steps["adapters"]["rcs"][n],
-                       steps=steps["chosen_steps"])
-            return out
-    restart_path = selection / "dev_restart_choice.json"
-    if restart_path.exists():  # the recipe's adapter of the same seed, as the restart cut was chosen with it
-        restart = json.loads(restart_path.read_text())
-        out["per_chunk"] = restart["adapters"][str(distill["seed"])]
-        out["evidence"].append(restart_path.name)
-    if rcs.get("per_chunk_adapter"):  # both trained side by side by the latest code (rcs_choice.py): the pair itself
-        if (rcs["seed"], rcs["steps"]) != (distill["seed"], distill["steps"]):
-            raise ValueError(f"dev_rcs_choice.json trained seed {rcs['seed']}, {rcs['steps']} steps; the recipe is "
-                             f"seed {distill['seed']}, {distill['steps']} steps: run benchmarks/rcs_choice.py again")
-        out["per_chunk"] = rcs["per_chunk_adapter"]
-    return out
-
-
-def partials_specs(selection: Path) -> tuple[list[SystemSpec], dict[str, Any]]:
-    """Issue 28's release rows (names as ``evaluation.headline.ROWS``): the offline references, the chosen
-    per-chunk adapter alone and the random-chunk one alone at 300 ms (greedy: the partials), the served two-pass spec
-    (``served_two_pass.json``: original weights in both passes) and the same spec over the chosen per-chunk adapter;
-    and the adapters they use."""
-    from evaluation.headline import SERVED_ROW
-    from streaming.engine import RESTART_WORDS
-
-    adapters = partials_adapters(selection)
-    served = json.loads((selection / "served_two_pass.json").read_text())
-    # the decoding the engine defaults to, named in the spec: a row scored under another default is another system
-    greedy = {"restart_words": RESTART_WORDS}
-    specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline"),
-             SystemSpec("faster-whisper offline", "faster-whisper"),
-             SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=adapters["per_chunk"], **greedy),
-             SystemSpec("causal random-chunk adapter 300 ms", "causal", 300, adapter_dir=adapters["rcs"], **greedy),
-             SystemSpec(**{**served, "name": SERVED_ROW}),
-             SystemSpec(**{**served, "name": "two-pass 300 ms, distilled causal adapter "
-                                                  "(edge + heartbeat + whole restarts)",
-                           "adapter_dir": adapters["per_chunk"]})]
-    return specs, adapters

@@ -1,6 +1,6 @@
 """The live server under attack: each abuse of issue 29 beside 4 honest real-time streams, on this 2-core machine.
 
-    python benchmarks/serve_abuse.py --adapter DIR [--out outputs/bench27]   # → results/serve_abuse.{json,md}
+    python -m benchmarks.serve_abuse --adapter DIR [--out outputs/bench27]   # → results/serve_abuse.{json,md}
 
 The server: ``serving.app`` as ``whisperline serve-model`` runs it (one replica, 2 compute threads, its default
 limits), with a bearer token from a file, serving ``--adapter`` (registered into a local registry; the causal
@@ -31,13 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # conftest.silent_flac: the tests' bomb
 
-from benchmarks.common import markdown_table, write_results  # noqa: E402
-from benchmarks.load_client import Stream, pcm16, stream_ours  # noqa: E402
-from benchmarks.serve_load import level_summary, start_ours  # noqa: E402
-from conftest import silent_flac  # noqa: E402
+from benchmarks.common import markdown_table, write_results
+from benchmarks.load_client import Stream, pcm16, stream_ours
+from benchmarks.serve_load import level_summary, start_ours
+from tests.upload_bomb import silent_flac
 
 TOKEN = "abuse-benchmark-token"
 HONEST = [f"127.0.0.{i}" for i in range(2, 6)]

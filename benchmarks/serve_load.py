@@ -21,7 +21,7 @@ Soak (``--soak-min``): ``--soak-streams`` clients stream with reconnects for tha
 sampled every minute; every error is counted.
 
 Writes ``benchmarks/results/serve_load.json`` / ``.md`` (the soak: ``serve_soak.json`` / ``.md``).
-Usage: python benchmarks/serve_load.py (--model models:/NAME@ALIAS --tracking-uri URI | --adapter DIR)
+Usage: python -m benchmarks.serve_load (--model models:/NAME@ALIAS --tracking-uri URI | --adapter DIR)
        [--levels 1,2,4,8,12,16] [--peers] [--peer-levels 1,2,3]
        [--soak-min 30 --soak-streams 4] [--out outputs/bench-evaluation]
 """
@@ -40,10 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import markdown_table, write_results  # noqa: E402
-from benchmarks.load_client import FRAME_MS, Stream, pcm16, run_level, stream_ours, stream_wlk, word_times  # noqa: E402
+from benchmarks.common import markdown_table, write_results
+from benchmarks.load_client import FRAME_MS, Stream, pcm16, run_level, stream_ours, stream_wlk, word_times
 
 ADDED_P95_MS = 1000.0
 TAIL_MS = 3000.0

@@ -1,12 +1,11 @@
 """Issue 65's "nothing served changes": the served spec's final transcripts, fixed feeding, before and after a change.
 
-    python benchmarks/served_words.py --real DATASET_VERSION_DIR --adapter ADAPTER_DIR --out BEFORE.json   # at the old commit
-    python benchmarks/served_words.py --real DATASET_VERSION_DIR --adapter ADAPTER_DIR --out AFTER.json    # at the new one
-    python benchmarks/served_words.py --diff BEFORE.json AFTER.json   # → benchmarks/results/served_words.json
+    python -m benchmarks.served_words --real DATASET_VERSION_DIR --adapter ADAPTER_DIR --out BEFORE.json   # at the old commit
+    python -m benchmarks.served_words --real DATASET_VERSION_DIR --adapter ADAPTER_DIR --out AFTER.json    # at the new one
+    python -m benchmarks.served_words --diff BEFORE.json AFTER.json   # → benchmarks/results/served_words.json
 
-The served two-pass spec (``benchmarks/results/selection/served_two_pass.json``, precision ``auto`` as the pipeline
-registers it) over a smoke adapter, built by ``evaluation.systems.build`` (what the evaluate stage scores and the
-server serves), one torch thread, every real dev utterance and every continuous dev stream (each dev speaker's
+The served two-pass spec (``configs/recognizer.yaml``, as the pipeline registers it) over a smoke adapter, built
+by ``recognizer.build.build`` (what the evaluate stage scores and the server serves), one torch thread, every real dev utterance and every continuous dev stream (each dev speaker's
 utterances joined, 20-120 s), fed in fixed chunks so the words do not depend on the machine's load. ``--diff``
 writes which transcripts differ and exits 1 unless every one is identical.
 """
@@ -17,10 +16,8 @@ import argparse
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -30,16 +27,16 @@ def transcripts(real: str, adapter: str) -> dict:
 
     from evaluation.longform import speaker_streams, speakers
     from evaluation.sets import load_split
-    from evaluation.systems import SystemSpec, _Models, build
+    from recognizer.build import Models, build
+    from recognizer.spec import load
     from streaming.evaluate import stream_all
     from streaming.precision import machine_info, resolve_precision
 
     torch.set_num_threads(1)
-    values = json.loads((RESULTS / "selection" / "served_two_pass.json").read_text())
-    spec = replace(SystemSpec(**values), name="served two-pass", adapter_dir=adapter, precision="auto")
+    spec = load(name="served two-pass", weights={"adapter_dir": adapter})
     dev = load_split([real], ["dev"])
     sets = {"real dev": dev, "dev streams": speaker_streams(dev, speakers([real], "dev"), max_s=120.0, min_s=20.0)}
-    recognizer, _ = build(spec, _Models())
+    recognizer, _ = build(spec, Models())
     out = {"commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                     cwd=RESULTS).stdout.strip(),
            "precision": resolve_precision("auto").effective, "machine": machine_info(), "sets": {}}

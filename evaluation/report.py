@@ -1,6 +1,6 @@
 """The evaluate stage: every system streams the same held-out utterances in one run, scored the same way.
 
-``evaluate_systems`` builds each :class:`~evaluation.systems.SystemSpec`, warms it up on one utterance
+``evaluate_systems`` builds each :class:`~recognizer.spec.RecognizerSpec`, warms it up on one utterance
 that is not scored, streams the test set through ``run_stream`` (one real-time-queue clock for all) and scores it
 with ``evaluate_records``. Systems whose WER is not within the cap of the best offline system's are marked and kept
 off the Pareto front of WER against word latency (a system that hallucinates must not look fast).
@@ -27,7 +27,8 @@ from typing import Any
 
 from evaluation import intervals, repetition
 from evaluation.sets import Utterance
-from evaluation.systems import SystemSpec, _Models, build
+from recognizer.build import Models, build
+from recognizer.spec import RecognizerSpec
 from training.metrics.gate import WER_CAP_POINTS, pareto_front, within_wer_cap
 from streaming.evaluate import evaluate_records, per_utterance, stream_all
 from streaming.precision import machine_info
@@ -72,7 +73,7 @@ def _median_row(runs: Sequence[dict[str, Any]], chosen: int = 0) -> dict[str, An
     return row
 
 
-def evaluate_systems(specs: Sequence[SystemSpec], utterances: Sequence[Utterance], *, test_set: dict[str, Any],
+def evaluate_systems(specs: Sequence[RecognizerSpec], utterances: Sequence[Utterance], *, test_set: dict[str, Any],
                      warmup: Utterance | None = None, wer_cap: float = WER_CAP_POINTS, repeats: int = 1,
                      reference: str | None = None, seed: int = 0, n_resamples: int = intervals.N_RESAMPLES,
                      live: bool = True, log=print) -> dict[str, Any]:
@@ -97,7 +98,7 @@ def evaluate_systems(specs: Sequence[SystemSpec], utterances: Sequence[Utterance
     names = [s.name for s in specs]
     if reference is not None and reference not in names:
         raise ValueError(f"reference system {reference!r} is not among {names}")
-    models = _Models()
+    models = Models()
     feeding = "live" if live else "fixed"
     rows: list[dict[str, Any]] = []
     for spec in specs:

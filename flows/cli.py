@@ -84,7 +84,7 @@ def evaluate_cmd(
 ) -> None:
     """Every system on the same held-out utterances in one run (Prefect flow evaluate → report + MLflow)."""
     from flows.evaluate import run_evaluate
-    from evaluation.systems import default_specs
+    from recognizer.build import default_specs
 
     if model:
         from recognizer.registry import load_spec
@@ -206,18 +206,20 @@ def registry_promote(
 
 @registry_app.command("register")
 def registry_register(
-    spec: Annotated[Path, typer.Argument(help="a recognizer spec as JSON (evaluation.systems.SystemSpec fields)")],
+    spec: Annotated[Path, typer.Argument(help="a recognizer spec file (YAML or JSON; recognizer.spec)")] = (
+        Path(__file__).resolve().parent.parent / "configs" / "recognizer.yaml"),
+    adapter: Annotated[Optional[str], typer.Option(help="the LoRA adapter folder its causal pass runs on")] = None,
     alias: Annotated[Optional[str], typer.Option(help="also point this alias at the version (e.g. champion)")] = None,
     tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
 ) -> None:
-    """Register a recognizer built from a spec by hand (the pipeline registers its own candidates); the same spec,
-    files and code keep their version."""
-    from evaluation.systems import SystemSpec
+    """Register a recognizer spec (default: the served one, configs/recognizer.yaml) over an adapter; the pipeline
+    registers its own candidates. The same spec, files and code keep their version."""
     from recognizer.registry import register_recognizer
+    from recognizer.spec import load
     from training.tracking import client, default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
-    reg = register_recognizer(uri, SystemSpec(**json.loads(spec.read_text())))
+    reg = register_recognizer(uri, load(spec, **({"weights": {"adapter_dir": adapter}} if adapter else {})))
     if alias:
         client(uri).set_registered_model_alias(reg["registered_model"], alias, reg["version"])
     typer.echo(json.dumps({**reg, "alias": alias}, indent=2))

@@ -7,11 +7,11 @@ from prefect.artifacts import create_markdown_artifact
 
 from tasks.evaluate import evaluate_held_out
 from tasks.runtime import prefect_api
-from evaluation.systems import SystemSpec
+from recognizer.spec import RecognizerSpec
 
 
 @flow(name="evaluate", log_prints=True)
-def evaluate(specs: list[SystemSpec], test_datasets: list[str], train_datasets: list[str],
+def evaluate(specs: list[RecognizerSpec], test_datasets: list[str], train_datasets: list[str],
              train_splits: list[str], split: str = "test", limit: int | None = None, out_dir: str | None = None,
              tracking_uri: str | None = None, repeats: int = 1, ledger_path: str | None = None,
              purpose: str = "release", reference: str | None = None, stride: int = 1) -> dict:

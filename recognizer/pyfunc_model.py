@@ -1,7 +1,7 @@
 """MLflow "models from code" definition of a registered recognizer (``recognizer.registry.register_recognizer``).
 
 ``model_config["spec"]`` is the portable spec; ``context.artifacts`` hold its files. Loading builds the recognizer
-once through ``evaluation.systems.build`` (the base weights are checked against their sha256 by the
+once through ``recognizer.build.build`` (the base weights are checked against their sha256 by the
 loaders), and ``engine(chunk_ms)`` builds one more per stream on the same weights: the evaluate stage, the server
 and this model all run the spec the same way.
 
@@ -19,29 +19,29 @@ from mlflow.pyfunc import PythonModel
 class RecognizerModel(PythonModel):
     def load_context(self, context) -> None:
         from recognizer.artifact import from_portable
-        from evaluation.systems import _Models, build
+        from recognizer.build import Models, build
 
         artifacts = {k: v for k, v in context.artifacts.items() if k != "spec"}
         self.spec = from_portable((context.model_config or {})["spec"], artifacts)
-        self.models = _Models()
+        self.models = Models()
         build(self.spec, self.models)  # loads (and checks) every weight now, not on the first stream
         self.meta = {"chunk_ms": int(self.spec.chunk_ms or 300), "kind": self.spec.kind}
         self.chunk_choices = self._chunk_choices()
 
     def _chunk_choices(self) -> tuple[int, ...]:
         """The chunk sizes the recognizer's adapter was trained for (a random-chunk adapter: several)."""
-        if self.spec.adapter_dir:
+        if self.spec.weights.adapter_dir:
             from training.lora import read_adapter_meta
 
-            choices = read_adapter_meta(self.spec.adapter_dir).get("chunk_ms_choices") or ()
-            if choices and self.spec.kind == "causal" and not self.spec.emma_dir:
+            choices = read_adapter_meta(self.spec.weights.adapter_dir).get("chunk_ms_choices") or ()
+            if choices and self.spec.kind == "causal" and not self.spec.decoding.emma_dir:
                 return tuple(int(c) for c in choices)
         return (self.meta["chunk_ms"],)
 
     def engine(self, chunk_ms: int | None = None):
         """A new recognizer for one stream (shared weights, own state)."""
         from recognizer.artifact import with_chunk
-        from evaluation.systems import build
+        from recognizer.build import build
 
         if chunk_ms is not None and int(chunk_ms) not in self.chunk_choices:
             raise ValueError(f"chunk_ms {chunk_ms} is not one this recognizer was built for {self.chunk_choices}")

@@ -13,12 +13,13 @@ import hashlib
 import json
 import tempfile
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from recognizer.artifact import (RECOGNIZER_KINDS, SPEC_FILE, NotARecognizer, from_portable, portable, recognizer_kind, registered_name,
                                  spec_json)
-from evaluation.systems import SystemSpec
+from recognizer.spec import RecognizerSpec
 
 EXPERIMENT = "whisperline-recognizers"
 KEY_TAG = "recognizer_key"
@@ -42,13 +43,13 @@ def recognizer_key(values: Mapping[str, Any], artifacts: Mapping[str, str], code
     return h.hexdigest()
 
 
-def _dataset_versions(spec: SystemSpec) -> str:
+def _dataset_versions(spec: RecognizerSpec) -> str:
     """What the recognizer's trained parts were trained on (the adapter's and policy's own records)."""
     from training.emma.artifact import META as POLICY_META
     from training.lora.adapter import ADAPTER_META
 
     versions: list[str] = []
-    for folder, meta_file in ((spec.adapter_dir, ADAPTER_META), (spec.emma_dir, POLICY_META)):
+    for folder, meta_file in ((spec.weights.adapter_dir, ADAPTER_META), (spec.decoding.emma_dir, POLICY_META)):
         if folder and (Path(folder) / meta_file).exists():
             meta = json.loads((Path(folder) / meta_file).read_text())
             for d in meta.get("datasets", []):
@@ -57,7 +58,7 @@ def _dataset_versions(spec: SystemSpec) -> str:
     return ",".join(versions)
 
 
-def register_recognizer(tracking_uri: str, spec: SystemSpec, *, name: str | None = None,
+def register_recognizer(tracking_uri: str, spec: RecognizerSpec, *, name: str | None = None,
                         tags: Mapping[str, str] | None = None) -> dict[str, str]:
     """Register ``spec`` (idempotent on its key); returns registered_model, version, run_id, kind, key."""
     from recognizer import pyfunc_model
@@ -116,7 +117,7 @@ def parse_model_uri(uri: str) -> tuple[str, str | None, str | None]:
     return name, None, version
 
 
-def load_spec(tracking_uri: str, uri: str, dst: str | Path | None = None) -> tuple[SystemSpec, dict[str, str]]:
+def load_spec(tracking_uri: str, uri: str, dst: str | Path | None = None) -> tuple[RecognizerSpec, dict[str, str]]:
     """A registered recognizer's spec with its artifacts downloaded (under ``dst``); and the version it came from."""
     import mlflow
 
@@ -142,7 +143,7 @@ def load_spec(tracking_uri: str, uri: str, dst: str | Path | None = None) -> tup
         raise NotARecognizer(f"{name} v{mv.version} holds no recognizer spec (artifacts: {sorted(artifacts)})")
     values = json.loads((Path(artifacts.pop("spec")) / SPEC_FILE).read_text())
     spec = from_portable(values, artifacts)
-    spec = SystemSpec(**{**spec.as_dict(), "name": f"{name} v{mv.version}" + (f" @{alias}" if alias else "")})
+    spec = replace(spec, name=f"{name} v{mv.version}" + (f" @{alias}" if alias else ""))
     return spec, {"registered_model": name, "version": str(mv.version), "alias": alias or "", "run_id": mv.run_id,
                   "kind": kind}
 

@@ -139,12 +139,15 @@ def load(tracking_uri: str, version: ServedVersion, precision: str | None = None
     # a recognizer whose precision is overridden: its spec with the precision replaced, so its pyfunc loads the
     # weights at that precision the first time (the spec is the only key its model_config has, the only one MLflow
     # lets a load override; every registered copy of the pyfunc reads it, older ones too)
-    config = {"spec": {**spec, "precision": precision}} if spec is not None else None
+    if spec is not None:  # schema 2 holds it in its weights group, schema 1 (older versions) at the top
+        spec = ({**spec, "weights": {**spec["weights"], "precision": precision}} if "weights" in spec
+                else {**spec, "precision": precision})
+    config = {"spec": spec} if spec is not None else None
     python_model = mlflow.pyfunc.load_model(uri, model_config=config).unwrap_python_model()
     if hasattr(python_model, "spec"):
         # a registered recognizer is served as registered and evaluated (the same words as `whisperline evaluate
         # models:/…` on this machine): its pyfunc loaded every weight through the one resolver
-        return _warm(ServedModel(version, python_model, resolve_precision(python_model.spec.precision)))
+        return _warm(ServedModel(version, python_model, resolve_precision(python_model.spec.weights.precision)))
     resolved = resolve_precision("auto" if precision is None else precision)
     model = python_model.model
     merge_adapter(model)  # no-op where the pyfunc already merged (EMMA's load_tuned)

@@ -18,16 +18,6 @@ Departures from the public code, on purpose (../shared/research/carelesswhisper.
   a run of words of its own transcript again instead of waiting ("which are an exact imitation, which are an exact
   imitation"). Only the last `n_check` tokens are re-scored, so without the cut every restart was committed: on the
   dev split a handful of such utterances held a fifth to a quarter of the causal engine's errors.
-- a *stall* is broken (`stall_ms`): a tuned causal model that has misheard a word ("support of the" for "sick
-  corpus uh") can find no continuation of its own text that fits the audio, and end-of-text ("wait") stays its
-  likeliest token at a low probability while 20 s more speech arrive: the rest of the utterance is lost. Once the
-  hypothesis has not grown for `stall_ms` of heard audio, the next new position takes the likeliest other token
-  when end-of-text is below `stall_wait_prob` (a confident wait, e.g. in a pause, still waits). Not before the
-  first word (silence at a stream's start is the no-speech threshold's call) and not at the end of the stream.
-  Forced in a pause or after the last word, the model says its transcript again from further back than the restart
-  cut looks ("all right, so that's probably sound blocked at the knee ..." after "all right"): with
-  `stall_restart_words`, a forced write is cut from the first of that many words in a row the *whole* transcript
-  already holds, and the next forced write waits another `stall_ms`.
 
 Decoder self-attention cache (`cache_policy`):
 - "exact": every new chunk re-runs the decoder over the whole token prefix once (this pass also
@@ -70,7 +60,6 @@ class GreedyState:
     cache: DecoderCache | None = None
     ended: bool = False
     committed: int = 0  # leading tokens that can never change again
-    stalled_frames: int = 0  # encoder frames heard since the hypothesis last grew (`stall_ms`)
 
 
 class StreamingDecoderBase:
@@ -86,7 +75,7 @@ class StreamingDecoderBase:
     max_tokens_per_s: float = 12.0
 
     def __init__(self, model, tokenizer, n_check: int = 2, max_tokens_per_chunk: int = 28,
-                 pad_frames: Tensor | None = None, int8_vocab: bool = False) -> None:
+                 int8_vocab: bool = False) -> None:
         if n_check < 1:
             raise ValueError("n_check must be >= 1")
         self.tokenizer = tokenizer
@@ -99,9 +88,6 @@ class StreamingDecoderBase:
         self.suppress = torch.zeros(vocab, dtype=torch.bool)
         self.suppress[suppressed_tokens(tokenizer)] = True
         self.blank = tokenizer.encode(" ")
-        # encoder frames of silence for the positions not heard yet (see textdecoder.CrossCache)
-        with torch.no_grad():  # a constant: no gradient ever flows into the silence pad
-            self.pad = None if pad_frames is None else self.decoder.project_audio(pad_frames.clone())
 
     def _logprobs(self, logits: Tensor, position: int) -> Tensor:
         """Filtered log-probabilities of the token at text position `position` (0 = first)."""
@@ -140,27 +126,18 @@ class StreamingDecoderBase:
 
 class StreamingGreedyDecoder(StreamingDecoderBase):
     def __init__(self, model, tokenizer, n_check: int = 2, cache_policy: CachePolicy = "exact",
-                 max_tokens_per_chunk: int = 28, pad_frames: Tensor | None = None, int8_vocab: bool = False,
-                 restart_words: int = 0, restart_context: int = 24, stall_ms: int = 0,
-                 stall_wait_prob: float = 0.5, stall_restart_words: int = 0) -> None:
+                 max_tokens_per_chunk: int = 28, int8_vocab: bool = False,
+                 restart_words: int = 0, restart_context: int = 24) -> None:
         """`restart_words`: open words that say again this many words in a row of the last `restart_context`
-        words are cut, from the first of them, and decoding waits for more audio (0: off; module docstring).
-        `stall_ms`: after this much heard audio without a new token, end-of-text below `stall_wait_prob` gives way
-        to the likeliest other token (0: off; module docstring). `stall_restart_words`: a forced write that says
-        again that many words in a row of the whole transcript is cut there (0: off)."""
-        super().__init__(model, tokenizer, n_check, max_tokens_per_chunk, pad_frames, int8_vocab)
+        words are cut, from the first of them, and decoding waits for more audio (0: off; module docstring)."""
+        super().__init__(model, tokenizer, n_check, max_tokens_per_chunk, int8_vocab)
         if restart_words < 0 or restart_context < 0:
             raise ValueError(f"restart_words and restart_context must be >= 0, got {restart_words}, {restart_context}")
-        if stall_ms < 0 or stall_restart_words < 0 or not 0.0 <= stall_wait_prob <= 1.0:
-            raise ValueError(f"stall_ms and stall_restart_words must be >= 0 and stall_wait_prob in [0, 1], got "
-                             f"{stall_ms}, {stall_restart_words}, {stall_wait_prob}")
         self.cache_policy = cache_policy
         self.restart_words, self.restart_context = restart_words, restart_context
-        self.stall_frames = round(stall_ms / 20)  # 20 ms per encoder frame
-        self.stall_wait_prob, self.stall_restart_words = stall_wait_prob, stall_restart_words
 
     def new_state(self) -> GreedyState:
-        return GreedyState(cache=self.decoder.new_cache(pad=self.pad))
+        return GreedyState(cache=self.decoder.new_cache())
 
     def update(self, state: GreedyState, new_frames: Tensor, *, final: bool = False) -> None:
         """Consume new encoder frames [n, d] (possibly none at the end of stream) and decode."""
@@ -170,7 +147,6 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
             return
         p = len(self.prefix)
         seq = self.prefix + state.tokens
-        n_before = len(state.tokens)
         # stability check of the last n_check tokens, oldest first (Algorithm 1, lines 9-15);
         # logits are needed only for them and for the next token: row r predicts position checked_from + r
         checked_from = max(state.committed, len(state.tokens) - self.n_check)
@@ -201,18 +177,10 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
             break
         n = len(state.tokens)
         next_lp = self._logprobs(logits[n - checked_from], n)
-        stalled = bool(self.stall_frames and state.tokens and not final and state.stalled_frames >= self.stall_frames)
-        forced_at = None
         for _ in range(self._token_budget(state.cache, len(state.tokens), final)):
             token = int(next_lp.argmax())
             if token == self.tokenizer.eot:
-                if not stalled or float(next_lp[token].exp()) >= self.stall_wait_prob:
-                    break
-                waiting = next_lp.clone()
-                waiting[token] = float("-inf")
-                token = int(waiting.argmax())  # a weak wait: write the likeliest other token
-                forced_at = len(state.tokens)
-            stalled = False  # only the first new position of a stalled hypothesis
+                break
             state.tokens.append(token)
             state.logprobs.append(float(next_lp[token]))
             if loop := self.repeated_tail(state.tokens):
@@ -224,29 +192,22 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
             next_lp = self._logprobs(row, len(state.tokens))
         if self.restart_words:
             self._cut_restart(state, state.committed, self.restart_words, self.restart_context)
-        # a forced write is checked against the whole transcript (any context longer than it)
-        cut_forced = (forced_at is not None and self.stall_restart_words
-                      and self._cut_restart(state, forced_at, self.stall_restart_words, self.max_tokens))
-        grew = len(state.tokens) > n_before
-        state.stalled_frames = 0 if grew or cut_forced else state.stalled_frames + int(new_frames.shape[0])
         self._close_chunk(state, final)
 
-    def _cut_restart(self, state: GreedyState, start: int, n: int, context: int) -> bool:
-        """Cut the tokens from ``start`` on (the open ones, or a forced write) from the first word of a run of ``n``
-        words that the ``context`` words before them already hold (never a token before ``start``); whether
-        anything was cut."""
+    def _cut_restart(self, state: GreedyState, start: int, n: int, context: int) -> None:
+        """Cut the open tokens (from ``start`` on) from the first word of a run of ``n`` words that the ``context``
+        words before them already hold (never a token before ``start``)."""
         groups = word_tokens(self.tokenizer, state.tokens)
         words = [self.tokenizer.decode(g) for g in groups]
         ends = list(accumulate(len(g) for g in groups))  # each word's end, in tokens
         first = bisect_right(ends, start)  # the first word with a token at or past `start`
         j = restart_at(words[:first], words[first:], n, context)
         if first + j == len(groups):
-            return False
+            return
         keep = max(start, [0, *ends][first + j])
         del state.tokens[keep:], state.logprobs[keep:]
         assert state.cache is not None
         state.cache.truncate(len(self.prefix) + keep)
-        return True
 
     def _close_chunk(self, state: GreedyState, final: bool) -> None:
         state.ended = final

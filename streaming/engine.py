@@ -23,7 +23,7 @@ from streaming.beam import StreamingBeamDecoder
 from streaming.decoding import CachePolicy, StreamingGreedyDecoder
 from streaming.encoder import CausalEncoder
 from streaming.events import Hypothesis
-from streaming.frontend import StreamingLogMel, causal_log_mel
+from streaming.frontend import StreamingLogMel
 
 
 class StreamingDecoder(Protocol):
@@ -37,29 +37,19 @@ class StreamingDecoder(Protocol):
     def hypothesis(self, state: Any) -> Hypothesis: ...
 
 
-# (model, tokenizer, pad_frames or None, int8_vocab) -> a decoder
-DecoderFactory = Callable[[Any, Any, "torch.Tensor | None", bool], StreamingDecoder]
+# (model, tokenizer, int8_vocab) -> a decoder
+DecoderFactory = Callable[[Any, Any, bool], StreamingDecoder]
 
 
 # Chosen on the real `dev` split (tuned 300 ms adapter, 20 utterances): WER 21.3 % without a flush, 18.7 % with
 # 600 ms, 17.3 % with 1000 ms and with 1500 ms; the last word of 9 / 20 utterances was lost without it, 4 with 1 s.
 FLUSH_MS = 1000
-# Greedy decoding's restart cut (streaming.decoding). Chosen on the real dev split with the recipe's 300 ms adapters
-# at seeds 1 and 2 (benchmarks/restart_cut.py → selection/dev_restart_choice.json): WER 35.3 → 29.7 % and
-# 38.0 → 29.5 %, each separably lower, no utterance worse, synthetic dev unchanged; 2 words cut speech too
-# (31.4 / 31.8 %), 4 caught runs later (31.1 / 30.6 %).
+# Greedy decoding's restart cut (streaming.decoding): chosen on dev (docs/decisions/restart-cut.md) ...
 RESTART_WORDS = 3
-# ... said again from the last this many words (fixed with the cut; benchmarks/restart_context.py asks the whole
-# transcript on dev)
+# ... said again from the last this many words (docs/decisions/restart-context.md)
 RESTART_CONTEXT = 24
-# A weak wait broken after this much audio without a new token (streaming.decoding, `stall_ms`); 0: off until a dev
-# decision (benchmarks/stall_guard.py) says otherwise.
-STALL_MS = 0
-STALL_RESTART_WORDS = 0
 # The stability rule's window (streaming.decoding): the last this many emitted tokens are scored again on every chunk,
-# older ones are committed. 2 is the paper's (CarelessWhisper, Algorithm 1), kept on dev (benchmarks/n_check.py →
-# selection/dev_n_check_choice.json): 4 and 8 tokens were -0.5 and -1.2 WER points pooled over the recipe's four
-# seeds (neither separable) and committed words 0.4 and 0.9 s later.
+# older ones are committed. The paper's (CarelessWhisper, Algorithm 1), kept on dev (docs/decisions/stability-window.md)
 N_CHECK = 2
 
 
@@ -67,28 +57,19 @@ class CausalStreamingEngine:
     lookahead_ms = 12.5
 
     def __init__(self, model, chunk_ms: int = 300, tau0_ms: int = 600, *, decoder: DecoderFactory | None = None,
-                 n_check: int = N_CHECK, cache_policy: CachePolicy = "exact", beam_size: int | None = None,
-                 pad_silence: bool = False, int8_vocab: bool = True, tokenizer=None,
-                 flush_ms: int = FLUSH_MS, restart_words: int = RESTART_WORDS, restart_context: int = RESTART_CONTEXT,
-                 stall_ms: int = STALL_MS, stall_restart_words: int = STALL_RESTART_WORDS) -> None:
+                 cache_policy: CachePolicy = "exact", beam_size: int | None = None, int8_vocab: bool = True,
+                 tokenizer=None, flush_ms: int = FLUSH_MS, restart_words: int = RESTART_WORDS) -> None:
         """`beam_size` None/1: greedy (Algorithm 1), else streaming beam search (Algorithm 2).
         `cache_policy` / `int8_vocab`: the decoder's speed trade-offs (decoding.py, textdecoder.py); "exact" by
-        default: it is the computation the stability rule is defined on, not an approximation of it. No dev
-        measurement on the current splits compares the two yet (benchmarks/results/selection/README.md lists the
-        defaults still waiting for one); a number read off a test split cannot choose a default.
-        `pad_silence`: the decoder sees the frames heard so far followed by encoder frames of
-        silence up to 30 s (see textdecoder.CrossCache): needed by the original weights, which
-        otherwise restart the sentence on partial audio; off in the paper's setting.
+        default: it is the computation the stability rule is defined on, not an approximation of it ("reuse" is
+        the served two-pass recognizer's: docs/decisions/two-pass-serving-compute.md).
         `flush_ms`: silence fed (in chunk-sized steps) when the stream ends, before the final step: a tuned model
         writes a word once it has heard its end *and a margin after it*, so a stream that ends right after its
         last word would otherwise lose that word (0 turns it off).
         `restart_words`: greedy decoding cuts a restart of that many words (0: off; streaming.decoding) said again
-        from the last `restart_context` words.
-        `stall_ms`: greedy decoding breaks a weak wait after this much audio without a new token (0: off;
-        streaming.decoding); `stall_restart_words`: such a forced write is cut where it says again that many words
-        of the transcript (0: off).
+        from the last `RESTART_CONTEXT` words.
         `decoder`: another write policy than the stability rule, as a factory
-        `(model, tokenizer, pad_frames, int8_vocab) -> decoder` (e.g. `training.emma.decoding.emma_decoder(policy,
+        `(model, tokenizer, int8_vocab) -> decoder` (e.g. `training.emma.decoding.emma_decoder(policy,
         t_emma)`): the engine knows the decoder interface (`new_state`, `update`, `hypothesis`), not the policies."""
         from whisper.tokenizer import get_tokenizer
 
@@ -102,26 +83,17 @@ class CausalStreamingEngine:
                                                     language="en", task="transcribe")
         self.encoder = CausalEncoder(model.encoder, chunk_ms, tau0_ms)
         self.frontend = StreamingLogMel(model.dims.n_mels)
-        pad = self._silence_frames() if pad_silence else None
         self.decoder: StreamingDecoder
         if decoder is not None:
-            self.decoder = decoder(model, self.tokenizer, pad, int8_vocab)
+            self.decoder = decoder(model, self.tokenizer, int8_vocab)
         elif beam_size and beam_size > 1:
-            self.decoder = StreamingBeamDecoder(model, self.tokenizer, beam_size=beam_size, n_check=n_check,
-                                                pad_frames=pad, int8_vocab=int8_vocab)
+            self.decoder = StreamingBeamDecoder(model, self.tokenizer, beam_size=beam_size, n_check=N_CHECK,
+                                                int8_vocab=int8_vocab)
         else:
-            self.decoder = StreamingGreedyDecoder(model, self.tokenizer, n_check=n_check, cache_policy=cache_policy,
-                                                  pad_frames=pad, int8_vocab=int8_vocab, restart_words=restart_words,
-                                                  restart_context=restart_context,
-                                                  stall_ms=stall_ms, stall_restart_words=stall_restart_words)
+            self.decoder = StreamingGreedyDecoder(model, self.tokenizer, n_check=N_CHECK, cache_policy=cache_policy,
+                                                  int8_vocab=int8_vocab, restart_words=restart_words,
+                                                  restart_context=RESTART_CONTEXT)
         self.reset()
-
-    @torch.inference_mode()
-    def _silence_frames(self) -> torch.Tensor:
-        """This encoder's output for 30 s of silence: [n_audio_ctx, d], computed once per engine."""
-        n = self.model.dims.n_audio_ctx
-        mel = causal_log_mel(np.zeros(n * 320, dtype=np.float32), self.model.dims.n_mels, pad_end=True)[:, : 2 * n]
-        return self.encoder(mel[None])[0]
 
     def reset(self) -> None:
         self.frontend.reset()

@@ -1,6 +1,6 @@
 """Which precision a recognizer's Linear layers run at on the machine that runs it (one resolver for every loader).
 
-A recognizer spec names a precision (``SystemSpec.precision``: ``"bf16-all"``, ..., ``"auto"``, ``"fp32"`` or None).
+A recognizer spec names a precision (``recognizer.spec.Weights.precision``: ``"bf16-all"``, ..., ``"auto"`` or ``"fp32"``).
 bfloat16 only pays where oneDNN has native bf16 dot products: AMX tiles, or AVX512-BF16 on a CPU that has it. Without
 them PyTorch emulates bf16 and a bf16 Linear is several times slower than fp32, enough to put a streaming recognizer
 behind real time (docs/decisions/precision-per-cpu.md: the recognizer's RTF per path, measured on dev). So a bf16 name

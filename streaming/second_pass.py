@@ -41,19 +41,11 @@ latency. Partial words (``Hypothesis.tentative``) are what ``partials`` shows pa
 are the same whichever is shown:
 
 - ``causal``: every causal word past the final words;
-- ``committed``: the causal words its stability rule has committed (the causal engine will not change them; the
-  verifier still may);
-- ``agreed``: the causal words this step's and the previous step's causal hypotheses agree on (LocalAgreement-2 on
-  what is shown: a word cut mid-way by the chunk boundary waits one chunk);
-- ``verifier``: the last verifier pass's words that are not final yet (offline quality, up to ``every_ms`` old),
-  then the agreed causal words past them;
-- ``verifier-only``: the last verifier pass's words that are not final yet, nothing of the causal engine's;
-- ``verifier-held``: the same but its last word, which the audio's edge may cut inside (as ``hold_last`` for finals).
-- ``verifier-fresh``: ``verifier-held`` up to where the open words start saying again two words in a row that were
-  already written (``restart_at``). A mid-stream pass hears the audio then 5 s of zeros, and Whisper often fills them
-  by restarting the sentence ("produced, the | block book, produced the block book, produced"); the three-copy loop
-  check stops only the third copy. On the dev split half the words ``verifier-held`` rewrote were such restarts:
-  21.1 → 10.2 % rewritten, the first kept display no later (``benchmarks/results/selection/dev_partials_fresh.md``).
+- ``verifier-fresh`` (served): the last verifier pass's words that are not final yet but its last one (the audio's
+  edge may cut inside it, as ``hold_last`` for finals), up to where they start saying again two words in a row that
+  were already written (``restart_at``): a mid-stream pass hears the audio then 5 s of zeros, and Whisper often fills
+  them by restarting the sentence. The other policies measured, and why this one, are in
+  docs/decisions/partials-policy.md and partials-fresh.md.
 """
 
 from __future__ import annotations
@@ -69,7 +61,7 @@ from streaming.word_times import quiet_cut
 
 KEEP_S = 1.5  # the final words' audio a trimmed window keeps before the open words (see TwoPassStreaming._trim)
 # what is shown past the final words (module docstring)
-PARTIALS = ("causal", "committed", "agreed", "verifier", "verifier-only", "verifier-held", "verifier-fresh")
+PARTIALS = ("causal", "verifier-fresh")
 # ``restart_at`` for the shown partials: a restart re-says RESTART_WORDS words in a row from the last RESTART_CONTEXT
 # words written. Chosen on half of the dev split: one word cut more rewrites (7.4 %) but a repeated "the" is common
 # speech and hid a third of the partials; two cut the rate 20.6 → 9.8 % and kept most; three 11.8 %
@@ -160,7 +152,6 @@ class TwoPassStreaming:
         self.final_tokens: list[int] = []
         self._previous: VerifierWords | None = None
         self._verified_tail: list[str] | None = None  # the causal tail the last pass saw
-        self._causal_before: tuple[str, ...] = ()  # the causal words of the previous step (``agreed``)
         self.passes = 0
 
     def _verify(self, causal_tail: list[list[str]], final: bool) -> None:
@@ -262,42 +253,23 @@ class TwoPassStreaming:
         if due and (self._worth_a_pass(tails[0]) or self._heartbeat()):
             self._verify(tails, final=False)
             tails = self._tails(causal)  # past the new final words
-        shown = self._shown(hyp, tails[0])
-        self._causal_before = hyp.words
+        shown = self._shown(tails[0])
         return Hypothesis(tuple(self.final_words), shown)
 
-    def _shown(self, causal: Hypothesis, tail: list[str]) -> tuple[str, ...]:
+    def _shown(self, tail: list[str]) -> tuple[str, ...]:
         """The partial words past the final ones, by ``self.partials`` (module docstring); the verifier's words only
         up to its first unsure one (``partial_min_prob``)."""
-        shown = self._policy(causal, tail)
+        shown = self._policy(tail)
         if self.partial_min_prob and self._previous and self.partials.startswith("verifier"):
             sure = self._previous.confident(self.partial_min_prob)
             return shown[:sure] if sure < len(self._previous.words) else shown
         return shown
 
-    def _policy(self, causal: Hypothesis, tail: list[str]) -> tuple[str, ...]:
+    def _policy(self, tail: list[str]) -> tuple[str, ...]:
         if self.partials == "causal":
             return tuple(tail)
-        start = len(causal.words) - len(tail)  # where the tail starts among the causal words
-        if self.partials == "committed":
-            return causal.words[start:len(causal.committed)]
         heard = self._previous.words if self._previous else []
-        if self.partials == "verifier-only":
-            return tuple(heard)
-        if self.partials == "verifier-held":
-            return tuple(heard[:-1])
-        if self.partials == "verifier-fresh":
-            return tuple(heard[: restart_at(self.final_words, heard, RESTART_WORDS, RESTART_CONTEXT)][:-1])
-        # the policies below need the causal words two steps agree on: worked out only for them, every step
-        stable = list(causal.words[start:max(start, agreed(list(self._causal_before), list(causal.words)))])
-        if self.partials == "agreed" or not heard:
-            return tuple(stable)
-        # the causal words past the last one the verifier's open words also hold (none matched: past as many)
-        blocks = [m for m in difflib.SequenceMatcher(a=[norm_word(w) for w in heard],
-                                                     b=[norm_word(w) for w in stable],
-                                                     autojunk=False).get_matching_blocks() if m.size]
-        past = blocks[-1].b + blocks[-1].size if blocks else len(heard)
-        return tuple(heard) + tuple(stable[past:])
+        return tuple(heard[: restart_at(self.final_words, heard, RESTART_WORDS, RESTART_CONTEXT)][:-1])
 
     def _worth_a_pass(self, tail: list[str]) -> bool:
         """Whether a pass now can finalise anything: with ``hold_last`` a word needs a causal word after it, and

@@ -6,16 +6,16 @@ from __future__ import annotations
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from evaluation.systems import SystemSpec
+from recognizer.spec import RecognizerSpec, folders
 
 
-def artifact_dirs(specs: list[SystemSpec]) -> list[str]:
+def artifact_dirs(specs: list[RecognizerSpec]) -> list[str]:
     """Every trained artifact the specs score: adapters, EMMA policies, hush words (each once)."""
-    return list(dict.fromkeys(d for s in specs for d in (s.adapter_dir, s.emma_dir, s.hush_dir) if d))
+    return list(dict.fromkeys(d for s in specs for d in folders(s).values()))
 
 
 @task(name="evaluate-systems", cache_policy=NO_CACHE)
-def evaluate_held_out(specs: list[SystemSpec], test_datasets: list[str], train_datasets: list[str],
+def evaluate_held_out(specs: list[RecognizerSpec], test_datasets: list[str], train_datasets: list[str],
                       train_splits: list[str], split: str = "test", limit: int | None = None,
                       out_dir: str | None = None, tracking_uri: str | None = None,
                       experiment: str = "whisperline-evaluation", repeats: int = 1,

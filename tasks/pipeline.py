@@ -72,16 +72,18 @@ def output_root_lock(config: PipelineConfig) -> Iterator[None]:
         lock.release()
 
 
-def dev_selected_emma(config: PipelineConfig, adapters: dict[int, str], sweep: dict | None) -> dict | None:
-    """``emma_dir`` and ``t_emma`` of the trial the sweep's dev-split gate chose (its policy folder is tagged on its
+def dev_selected_emma(config: PipelineConfig, adapters: dict[int, str], sweep: dict | None):
+    """The decoding (``recognizer.spec.Decoding``: ``emma_dir`` and ``t_emma``) of the trial the sweep's dev-split gate chose (its policy folder is tagged on its
     MLflow run), when there is one and its adapter was trained here; else None."""
     trial = (sweep or {}).get("promotion", {}).get("trial") or {}
     if not trial.get("run_id") or config.sweep_chunk_ms not in adapters:
         return None
     from training.tracking import client
 
+    from recognizer.spec import Decoding
+
     tags = client(sweep["tracking_uri"]).get_run(trial["run_id"]).data.tags
-    return {"emma_dir": tags["policy_dir"], "t_emma": float(trial["t_emma"])} if tags.get("policy_dir") else None
+    return Decoding(1, tags["policy_dir"], float(trial["t_emma"])) if tags.get("policy_dir") else None
 
 
 def tag_version_test_numbers(tracking_uri: str, registered_model: str, version: str, row: dict, test_set: dict,
@@ -105,38 +107,37 @@ def evaluation_specs(config: PipelineConfig, adapters: dict[int, str], sweep: di
     """What the evaluate stage compares on the held-out `test` split: offline Whisper, our causal engine with the
     original weights and with every tuned adapter, two-pass streaming (tuned adapter + the original weights as
     verifier, with this run's hush word), the dev-selected EMMA trial, and the real PyPI peers."""
-    from evaluation.systems import SystemSpec, default_specs
+    from recognizer.build import default_specs, peer_specs
+    from recognizer.spec import RecognizerSpec, Weights
 
-    # the settings the pipeline's two-pass recognizer candidates carry (tasks/recognizer.py): one system, two rows
-    two_pass = None
-    if hush_dir:
-        two_pass = {"verifier": "hush", "hush_dir": hush_dir, "window_ms": config.verifier_window_ms,
-                    "cache_policy": config.two_pass_cache_policy, "precision": config.two_pass_precision}
+    # the served spec with this run's hush word as its verifier's padding (tasks/recognizer.py's hush candidate)
+    two_pass = hush_candidate(config.served_spec(), hush_dir) if hush_dir else None
     specs = default_specs(list(config.chunk_sizes), adapters, peers=False, model=config.model, two_pass=two_pass)
     if emma := dev_selected_emma(config, adapters, sweep):
-        specs.append(SystemSpec(f"causal tuned + EMMA {config.sweep_chunk_ms} ms (dev-selected)", "causal",
-                                config.sweep_chunk_ms, config.model, adapter_dir=adapters[config.sweep_chunk_ms],
-                                **emma))
+        specs.append(RecognizerSpec(f"causal tuned + EMMA {config.sweep_chunk_ms} ms (dev-selected)", "causal",
+                                    config.sweep_chunk_ms, Weights(config.model, adapters[config.sweep_chunk_ms]),
+                                    decoding=emma))
     if config.evaluate_peers:
         from evaluation.peers import peers_available
 
         if peers_available():
-            specs += [SystemSpec(f"whisperlivekit LocalAgreement-2 {c} ms", "whisperlivekit-la", c, config.model)
-                      for c in config.evaluate_peer_chunk_ms]
-            specs += [SystemSpec(f"whisperlivekit SimulStreaming {c} ms", "whisperlivekit-simul", c, config.model)
-                      for c in config.evaluate_peer_chunk_ms]
+            specs += [s for c in config.evaluate_peer_chunk_ms for s in peer_specs(c, config.model)]
     return specs
+
+
+def hush_candidate(spec, hush_dir: str):
+    """``spec`` with the run's hush word as the verifier's padding, mid-stream and at the end of the stream."""
+    return spec.with_(second_pass={"padding": "hush", "hush_dir": hush_dir, "final_padding": "hush"})
 
 
 @task(name="tag-test-numbers", cache_policy=NO_CACHE)
 def tag_test_numbers(tracking_uri: str, promotion: dict | None, evaluation: dict) -> dict[str, str]:
     """The promoted model version was chosen on `dev`; its held-out `test` numbers (reported, never selected on)
     go onto the version as ``test_*`` tags next to the dev ones."""
-    from training.tracking import client
-
     if not promotion or not promotion.get("version") or not promotion.get("registered_model"):
         return {}
-    rows = [r for r in evaluation["systems"] if r["spec"].get("emma_dir") and not r["name"].startswith("champion")]
+    rows = [r for r in evaluation["systems"]
+            if r["spec"]["decoding"]["emma_dir"] and not r["name"].startswith("champion")]
     if not rows:
         return {}
     return tag_version_test_numbers(tracking_uri, promotion["registered_model"], promotion["version"], rows[0],

@@ -7,66 +7,52 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from configs.pipeline import PipelineConfig
-from tasks.pipeline import dev_selected_emma, tag_version_test_numbers
-from evaluation.systems import SystemSpec
+from recognizer.spec import Decoding, RecognizerSpec, Weights
+from tasks.pipeline import dev_selected_emma, hush_candidate, tag_version_test_numbers
 
 
 @task(name="recognizer-candidates", cache_policy=NO_CACHE)
 def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], sweep: dict | None,
-                          hush_dir: str | None) -> list[SystemSpec]:
-    """Every recognizer the profile's stages made: causal greedy (and beam, ``candidate_beam``) per tuned adapter,
-    two-pass per adapter and verifier padding of ``two_pass_verifiers`` (the hush word where one was trained; finals
-    on causal agreement, and also on verifier self-agreement), and the dev-selected EMMA trial at its chunk size
-    where the profile keeps EMMA a candidate (``emma_candidate``)."""
-    specs: list[SystemSpec] = []
-    # the verifier restart cut's refinements apply only where the cut is on
-    whole = bool(config.two_pass_verifier_restart_words and config.two_pass_verifier_restart_whole)
+                          hush_dir: str | None) -> list[RecognizerSpec]:
+    """Every recognizer the profile's stages made: causal greedy (and beam, ``candidate_beam``) per tuned adapter;
+    the served two-pass spec (``config.recognizer``) per adapter and verifier padding of ``two_pass_verifiers`` (the
+    hush word where one was trained), with finals on causal agreement alone or also on verifier self-agreement; and
+    the dev-selected EMMA trial at its chunk size where the profile keeps EMMA a candidate (``emma_candidate``)."""
+    specs: list[RecognizerSpec] = []
+    served = config.served_spec()
     for chunk, adapter in sorted(adapters.items()):
-        specs.append(SystemSpec(f"recognizer causal {chunk} ms", "causal", chunk, config.model, adapter_dir=adapter))
+        weights = Weights(config.model, adapter)
+        specs.append(RecognizerSpec(f"recognizer causal {chunk} ms", "causal", chunk, weights))
         if config.candidate_beam and config.candidate_beam > 1:
-            specs.append(SystemSpec(f"recognizer causal beam {config.candidate_beam} {chunk} ms", "causal", chunk,
-                                    config.model, adapter_dir=adapter, beam_size=config.candidate_beam))
+            specs.append(RecognizerSpec(f"recognizer causal beam {config.candidate_beam} {chunk} ms", "causal", chunk,
+                                        weights, decoding=Decoding(beam_size=config.candidate_beam)))
         for verifier in config.two_pass_verifiers:
             if verifier == "hush" and not hush_dir:
                 continue  # no hush word trained in this run
-            # a naive padding mid-stream ends each segment with a 30 s padding (``two_pass_final_verifier``: the
-            # served spec's, benchmarks/results/selection/served_two_pass.json); the hush word serves both
+            base = (hush_candidate(served, hush_dir) if verifier == "hush"
+                    else served.with_(second_pass={"padding": verifier}))
             padding = "" if verifier == "hush" else f" {verifier}"
             for agree in (False, True):  # finals on causal agreement, or also on two verifier passes: dev decides
-                specs.append(SystemSpec(f"recognizer two-pass{' self-agreement' if agree else ''}{padding} {chunk} ms",
-                                        "two-pass", chunk, config.model, adapter_dir=adapter, verifier=verifier,
-                                        hush_dir=hush_dir if verifier == "hush" else None,
-                                        final_verifier=None if verifier == "hush" else config.two_pass_final_verifier,
-                                        self_agreement=agree or None, window_ms=config.verifier_window_ms,
-                                        cache_policy=config.two_pass_cache_policy, partials=config.two_pass_partials,
-                                        restart_words=config.two_pass_restart_words,
-                                        verifier_restart_words=config.two_pass_verifier_restart_words or None,
-                                        verifier_restart_distinct=(config.two_pass_verifier_restart_distinct
-                                                                   if config.two_pass_verifier_restart_words else None),
-                                        verifier_restart_whole=whole or None,
-                                        verifier_restart_long=(config.two_pass_verifier_restart_long if whole else 0)
-                                        or None,
-                                        partial_min_prob=config.two_pass_partial_min_prob or None,
-                                        heartbeat_ms=config.two_pass_heartbeat_ms,
-                                        hold_last_edge_ms=config.two_pass_hold_last_edge_ms,
-                                        precision=config.two_pass_precision))
+                specs.append(base.with_(name=f"recognizer two-pass{' self-agreement' if agree else ''}{padding} "
+                                             f"{chunk} ms", chunk_ms=chunk, weights={"adapter_dir": adapter},
+                                        second_pass={"self_agreement": agree}))
     if config.emma_candidate and (emma := dev_selected_emma(config, adapters, sweep)):
-        specs.append(SystemSpec(f"recognizer emma {config.sweep_chunk_ms} ms", "causal", config.sweep_chunk_ms,
-                                config.model, adapter_dir=adapters[config.sweep_chunk_ms], **emma))
+        specs.append(RecognizerSpec(f"recognizer emma {config.sweep_chunk_ms} ms", "causal", config.sweep_chunk_ms,
+                                    Weights(config.model, adapters[config.sweep_chunk_ms]), decoding=emma))
     return specs
 
 
 @task(name="offline-references", cache_policy=NO_CACHE)
-def offline_references(config: PipelineConfig) -> list[SystemSpec]:
+def offline_references(config: PipelineConfig) -> list[RecognizerSpec]:
     """The offline systems that set the dev WER cap (the best of them + the cap's points)."""
-    specs = [SystemSpec("offline Whisper (ours, 30 s pad)", "offline", model=config.model)]
+    specs = [RecognizerSpec("offline Whisper (ours, 30 s pad)", "offline", None, Weights(config.model))]
     if config.evaluate_peers:
-        specs.append(SystemSpec("faster-whisper offline", "faster-whisper", model=config.model))
+        specs.append(RecognizerSpec("faster-whisper offline", "faster-whisper", None, Weights(config.model)))
     return specs
 
 
 @task(name="register-recognizers", cache_policy=NO_CACHE)
-def register_candidates(tracking_uri: str, specs: list[SystemSpec]) -> dict[str, dict[str, str]]:
+def register_candidates(tracking_uri: str, specs: list[RecognizerSpec]) -> dict[str, dict[str, str]]:
     """{spec name: registration}; a recognizer registered before (same spec, files and code) keeps its version."""
     from recognizer.registry import register_recognizer
 
@@ -87,7 +73,7 @@ def promote_recognizers(tracking_uri: str, dev: dict, registered: dict[str, dict
 
 
 @task(name="champion-spec", cache_policy=NO_CACHE)
-def champion_spec(tracking_uri: str, registered_model: str, alias: str, dst: str) -> SystemSpec:
+def champion_spec(tracking_uri: str, registered_model: str, alias: str, dst: str) -> RecognizerSpec:
     """The promoted version as the evaluate stage scores it: read back from the registry, like a server does."""
     from dataclasses import replace
 

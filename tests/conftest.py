@@ -11,6 +11,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # a real S3-compatible server (moto, a separate process on 127.0.0.1) for the object-storage tests
 from s3_server import s3_bucket, s3_server  # noqa: E402,F401  (fixtures)
+from upload_bomb import silent_flac  # noqa: E402,F401  (the tests import it from here)
 
 
 def original_weights_adapter(directory: Path, chunk_ms: int) -> Path:
@@ -230,22 +231,6 @@ def postgres_uri():
     shutil.rmtree(root, ignore_errors=True)
 
 
-def silent_flac(seconds: float, rate: int = 48000, channels: int = 2) -> bytes:
-    """FLAC of ``seconds`` of silence, written a minute at a time: hours of it compress to ~1.4 MB (an upload bomb)."""
-    import io
-
-    import numpy as np
-    import soundfile as sf
-
-    buf = io.BytesIO()
-    with sf.SoundFile(buf, "w", rate, channels, format="FLAC", subtype="PCM_16") as f:
-        block = np.zeros((rate * 60, channels), dtype=np.int16)
-        left = int(seconds * rate)
-        while left:
-            n = min(left, len(block))
-            f.write(block[:n])
-            left -= n
-    return buf.getvalue()
 
 
 def messages_until_closed(ws) -> list[dict]:

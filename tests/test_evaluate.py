@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from data.leakage import LeakageError
-from evaluation.systems import SystemSpec
+from recognizer.spec import Decoding, RecognizerSpec
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +32,9 @@ def test_shards(tmp_path_factory, realspeech, prefect_server) -> Path:
     return Path(summary["version_dir"])
 
 
-SPECS = [SystemSpec("offline", "offline"), SystemSpec("causal 300", "causal", 300),
-         SystemSpec("causal 300 (hallucination check)", "causal", 300, pad_silence=True),
-         SystemSpec("LA-2 1000", "whisperlivekit-la", 1000)]
+SPECS = [RecognizerSpec("offline", "offline", None), RecognizerSpec("causal 300", "causal", 300),
+         RecognizerSpec("causal 300 beam 2", "causal", 300, decoding=Decoding(beam_size=2)),
+         RecognizerSpec("LA-2 1000", "whisperlivekit-la", 1000)]
 
 
 def test_evaluate_flow_scores_every_system_on_held_out_speech(test_shards, real_shards, tmp_path, mlflow_server):

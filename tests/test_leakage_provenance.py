@@ -105,9 +105,9 @@ def test_evaluate_stage_refuses_before_streaming(versions, adapter):
     """The evaluate stage (Prefect task body) refuses a spec whose adapter trained on the test audio, with an empty
     caller list: nothing is loaded or streamed."""
     from tasks.evaluate import evaluate_held_out
-    from evaluation.systems import SystemSpec
+    from recognizer.spec import RecognizerSpec, Weights
 
-    specs = [SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir=str(adapter))]
+    specs = [RecognizerSpec("causal tuned 300 ms", "causal", 300, Weights(adapter_dir=str(adapter)))]
     with pytest.raises(LeakageError, match="test utterance"):
         evaluate_held_out.fn(specs, [versions["leaky"]], [], ["train"])
 

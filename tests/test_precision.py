@@ -121,7 +121,7 @@ def test_the_pipeline_and_the_server_default_to_auto_resolved_where_they_run():
     from configs.pipeline import PipelineConfig
     from serving.settings import ServeSettings
 
-    assert PipelineConfig.model_fields["two_pass_precision"].default == "auto"
+    assert PipelineConfig().served_spec().weights.precision == "auto"
     assert ServeSettings("sqlite:///x.db", "m").precision is None  # the version's own precision
 
 
@@ -154,8 +154,8 @@ def test_the_server_precision_overrides_a_registered_recognizers(tmp_path, caplo
     import torch
 
     from conftest import original_weights_adapter
-    from evaluation.systems import SystemSpec
     from recognizer.registry import register_recognizer
+    from recognizer.spec import RecognizerSpec, Weights
     from serving.models import load, resolve
     from streaming.precision import resolve_precision
     from streaming.quantize import BF16Linear
@@ -163,8 +163,8 @@ def test_the_server_precision_overrides_a_registered_recognizers(tmp_path, caplo
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     adapter = original_weights_adapter(tmp_path / "adapter", 1000)
-    reg = register_recognizer(uri, SystemSpec("causal", "causal", 1000, "tiny.en", adapter_dir=str(adapter),
-                                              precision="bf16-all"))
+    reg = register_recognizer(uri, RecognizerSpec("causal", "causal", 1000,
+                                                  Weights("tiny.en", str(adapter), precision="bf16-all")))
     client(uri).set_registered_model_alias(reg["registered_model"], "champion", reg["version"])
     version = resolve(uri, reg["registered_model"], "champion")
 

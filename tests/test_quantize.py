@@ -86,18 +86,14 @@ def test_bf16_linears_stay_closer_to_fp32_than_int8(utterance):
     assert 0 < err_bf16 < 0.03 and err_bf16 < err_int8 / 4, (err_bf16, err_int8)  # measured 1.0 % vs 8.5 %
 
 
-def test_the_pipeline_config_offers_exactly_the_precisions_and_cache_policies_the_engine_has():
-    # configs/ spells the names out as Literals so that parsing a config does not import torch; this keeps the two
-    # lists from drifting apart (a name only the config knows would fail deep inside a training run)
-    from typing import get_args
+def test_the_spec_offers_exactly_the_precisions_and_cache_policies_the_engine_has():
+    # recognizer.spec spells the names out as Literals so that reading a spec does not import torch; this keeps the
+    # two lists from drifting apart (a name only the spec knows would fail deep inside a run)
+    from typing import get_args, get_type_hints
 
-    from configs.pipeline import PipelineConfig
+    from recognizer.spec import CausalPass, Weights
     from streaming.decoding import CachePolicy
     from streaming.quantize import REQUESTS
 
-    def names(field: str) -> set[str]:
-        annotation = PipelineConfig.model_fields[field].annotation
-        return {a for arg in get_args(annotation) for a in get_args(arg)}
-
-    assert names("two_pass_precision") == set(REQUESTS)  # the lowerings, "auto" and "fp32"
-    assert names("two_pass_cache_policy") == set(get_args(CachePolicy))
+    assert set(get_args(get_type_hints(Weights)["precision"])) == set(REQUESTS)  # the lowerings, "auto", "fp32"
+    assert set(get_args(get_type_hints(CausalPass)["cache_policy"])) == set(get_args(CachePolicy))

@@ -13,7 +13,8 @@ import soundfile as sf
 
 from conftest import original_weights_adapter
 from recognizer.artifact import NotARecognizer, from_portable, portable
-from evaluation.systems import SystemSpec
+from recognizer.spec import SchemaError
+from recognizer.spec import RecognizerSpec, SecondPass, Weights
 
 pytestmark = pytest.mark.slow
 CHUNK_MS = 1000
@@ -39,19 +40,20 @@ def speech(realspeech: Path, tmp_path_factory):
     return path, utt.audio.astype(np.float32)
 
 
-def two_pass(adapter: Path) -> SystemSpec:
-    return SystemSpec("two-pass", "two-pass", CHUNK_MS, "tiny.en", adapter_dir=str(adapter), verifier="pad30")
+def two_pass(adapter: Path) -> RecognizerSpec:
+    return RecognizerSpec("two-pass", "two-pass", CHUNK_MS, Weights("tiny.en", str(adapter)),
+                          second_pass=SecondPass(padding="pad30", final_padding="pad30", every_ms=CHUNK_MS))
 
 
 def test_portable_spec_names_artifacts_not_paths(adapter):
     values, artifacts = portable(two_pass(adapter))
-    assert values["adapter_dir"] == "artifact:adapter" and artifacts == {"adapter": str(adapter.resolve())}
-    assert from_portable(values, {"adapter": "/x"}).adapter_dir == "/x"
+    assert values["weights"]["adapter_dir"] == "artifact:adapter" and artifacts == {"adapter": str(adapter.resolve())}
+    assert from_portable(values, {"adapter": "/x"}).weights.adapter_dir == "/x"
     with pytest.raises(NotARecognizer, match="artifact 'adapter'"):
         from_portable(values, {})
     with pytest.raises(NotARecognizer, match="only"):
-        portable(SystemSpec("fw", "faster-whisper"))
-    with pytest.raises(NotARecognizer, match="does not know"):
+        portable(RecognizerSpec("fw", "faster-whisper", None))
+    with pytest.raises(SchemaError, match="colour"):
         from_portable({**values, "colour": "red"}, artifacts)
 
 
@@ -59,7 +61,7 @@ def test_two_pass_round_trips_through_the_registry(uri, adapter, speech, tmp_pat
     import mlflow
 
     from recognizer.registry import load_spec, register_recognizer
-    from evaluation.systems import build
+    from recognizer.build import build
     from streaming.events import run_stream
     from training.tracking import client
 
@@ -76,8 +78,9 @@ def test_two_pass_round_trips_through_the_registry(uri, adapter, speech, tmp_pat
     assert len(mv.tags["recognizer_key"]) == 64 and mv.tags["git_commit"]
 
     loaded, version = load_spec(uri, f"models:/{reg['registered_model']}@champion", tmp_path / "dl")
-    assert version["version"] == reg["version"] and loaded.kind == "two-pass" and loaded.verifier == "pad30"
-    assert Path(loaded.adapter_dir).is_dir() and loaded.adapter_dir != spec.adapter_dir  # the registry's copy
+    assert version["version"] == reg["version"] and loaded.kind == "two-pass" and loaded.second_pass.padding == "pad30"
+    assert Path(loaded.weights.adapter_dir).is_dir()
+    assert loaded.weights.adapter_dir != spec.weights.adapter_dir  # the registry's copy
     expected = run_stream(build(spec)[0], audio, CHUNK_MS).text
     assert expected, "the original weights write words on this utterance"
     assert run_stream(build(loaded)[0], audio, CHUNK_MS).text == expected
@@ -97,5 +100,5 @@ def test_a_causal_recognizer_is_its_own_version(uri, adapter):
     from recognizer.registry import register_recognizer
 
     two = register_recognizer(uri, two_pass(adapter))
-    causal = register_recognizer(uri, SystemSpec("causal", "causal", CHUNK_MS, "tiny.en", adapter_dir=str(adapter)))
+    causal = register_recognizer(uri, RecognizerSpec("causal", "causal", CHUNK_MS, Weights("tiny.en", str(adapter))))
     assert causal["kind"] == "causal" and causal["version"] != two["version"]

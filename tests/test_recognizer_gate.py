@@ -49,39 +49,40 @@ def test_two_pass_candidates_cover_each_verifier_padding_and_need_a_hush_word_on
     from tasks.recognizer import recognizer_candidates
 
     config = PipelineConfig(stages=["finetune_causal", "promote"])
+    served = config.served_spec()
     with_hush = recognizer_candidates.fn(config, {300: "adapter"}, None, "hush-dir")
     two_pass = {s.name: s for s in with_hush if s.kind == "two-pass"}
     assert len(two_pass) == 4
-    hush = [s for s in two_pass.values() if s.verifier == "hush"]
-    zeros = [s for s in two_pass.values() if s.verifier == "zeros_5s"]
-    assert len(hush) == len(zeros) == 2 and {s.self_agreement for s in zeros} == {None, True}
-    assert all(s.hush_dir == "hush-dir" and s.final_verifier is None for s in hush)
-    assert all(s.hush_dir is None and s.final_verifier == config.two_pass_final_verifier for s in zeros)
-    assert all(s.restart_words == config.two_pass_restart_words == 0 for s in two_pass.values())
-    assert all((s.verifier_restart_words or 0) == config.two_pass_verifier_restart_words for s in two_pass.values())
-    assert all(s.verifier_restart_distinct == config.two_pass_verifier_restart_distinct for s in two_pass.values())
-    assert all((bool(s.verifier_restart_whole), s.verifier_restart_long or 0) == (
-        config.two_pass_verifier_restart_whole, config.two_pass_verifier_restart_long) for s in two_pass.values())
-    assert all((s.partial_min_prob or 0.0) == config.two_pass_partial_min_prob for s in two_pass.values())
-    assert all((s.heartbeat_ms, s.hold_last_edge_ms) == (config.two_pass_heartbeat_ms,
-                                                         config.two_pass_hold_last_edge_ms) for s in two_pass.values())
-    assert all(s.window_ms == config.verifier_window_ms and s.precision == config.two_pass_precision
-               for s in two_pass.values())
+    hush = [s for s in two_pass.values() if s.second_pass.padding == "hush"]
+    zeros = [s for s in two_pass.values() if s.second_pass.padding == "zeros_5s"]
+    assert len(hush) == len(zeros) == 2 and {s.second_pass.self_agreement for s in zeros} == {False, True}
+    assert all(s.second_pass.hush_dir == "hush-dir" and s.second_pass.final_padding == "hush" for s in hush)
+    # every other setting is the served spec's, over the run's adapter
+    for s in two_pass.values():
+        assert s.weights.adapter_dir == "adapter" and (s.causal, s.segmentation) == (served.causal, served.segmentation)
+        assert s.weights.precision == served.weights.precision
+        assert s.second_pass.__class__(**{**vars(served.second_pass), "padding": s.second_pass.padding,
+                                          "hush_dir": s.second_pass.hush_dir,
+                                          "final_padding": s.second_pass.final_padding,
+                                          "self_agreement": s.second_pass.self_agreement}) == s.second_pass
     without = recognizer_candidates.fn(config, {300: "adapter"}, None, None)
-    assert {s.verifier for s in without if s.kind == "two-pass"} == {"zeros_5s"}
+    assert {s.second_pass.padding for s in without if s.kind == "two-pass"} == {"zeros_5s"}
 
 
 def test_the_config_offers_only_verifier_paddings_the_verifier_knows():
-    # configs/ spells them out as a Literal (no torch on config parsing): a subset of the verifier's conditions
-    from typing import get_args
+    # configs/ and recognizer.spec spell them out as Literals (no torch on config parsing): the verifier's conditions
+    from typing import get_args, get_type_hints
 
     from configs.pipeline import PipelineConfig
+    from recognizer.spec import SecondPass
     from training.hush_word.transcribe import CONDITIONS
 
     annotation = PipelineConfig.model_fields["two_pass_verifiers"].annotation
     names = set(get_args(get_args(annotation)[0]))
     assert names and names <= set(CONDITIONS)
-    last = set(get_args(PipelineConfig.model_fields["two_pass_final_verifier"].annotation))
+    hints = get_type_hints(SecondPass)
+    assert set(get_args(hints["padding"])) <= set(CONDITIONS)
+    last = {a for part in get_args(hints["final_padding"]) for a in (get_args(part) or (part,))}
     assert last and last <= set(CONDITIONS)
 
 
@@ -94,34 +95,11 @@ def test_emma_is_a_candidate_only_where_the_profile_keeps_it(monkeypatch):
     sweep = {"tracking_uri": "http://127.0.0.1:9", "promotion": {"trial": {"run_id": "r", "t_emma": 0.4}}}
     config = PipelineConfig(stages=["finetune_causal", "sweep_emma", "promote"])
     assert not config.emma_candidate
-    assert not [s for s in recognizer_candidates.fn(config, {300: "adapter"}, sweep, None) if s.emma_dir]
+    assert not [s for s in recognizer_candidates.fn(config, {300: "adapter"}, sweep, None) if s.decoding.emma_dir]
     kept = config.model_copy(update={"emma_candidate": True})
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     with pytest.raises(Exception):  # now the trial is looked up, and the server is not there
         recognizer_candidates.fn(kept, {300: "adapter"}, sweep, None)
-
-
-def test_the_served_spec_carries_the_pipelines_dev_choices():
-    # benchmarks/results/selection/served_two_pass.json is what `whisperline registry register` registers and what
-    # the dev and test runs score as "two-pass (served)": the profile's two-pass choices and it must not drift apart
-    import json
-    from pathlib import Path
-
-    from configs.pipeline import PipelineConfig
-
-    served = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "selection" /
-                         "served_two_pass.json").read_text())
-    config = PipelineConfig()
-    assert served["final_verifier"] == config.two_pass_final_verifier
-    assert served["restart_words"] == config.two_pass_restart_words
-    assert served.get("verifier_restart_words", 0) == config.two_pass_verifier_restart_words
-    assert served.get("verifier_restart_distinct", 1) == config.two_pass_verifier_restart_distinct
-    assert served.get("verifier_restart_whole", False) == config.two_pass_verifier_restart_whole
-    assert served.get("verifier_restart_long", 0) == config.two_pass_verifier_restart_long
-    assert served.get("partial_min_prob", 0.0) == config.two_pass_partial_min_prob
-    assert served.get("heartbeat_ms") == config.two_pass_heartbeat_ms
-    assert served.get("hold_last_edge_ms") == config.two_pass_hold_last_edge_ms
-    assert served["window_ms"] == config.verifier_window_ms and served["partials"] == config.two_pass_partials
 
 
 # ------------------------------------------------------------------ the default champion and the repetition gate
@@ -247,18 +225,17 @@ def test_promote_tags_the_excluded_version_and_takes_its_aliases_away(tmp_path):
 
 
 def test_the_default_champion_is_the_served_spec_among_the_candidates():
-    import json
-    from pathlib import Path
+    """One spec: what the pipeline names its default champion is configs/recognizer.yaml over the run's adapter."""
+    from dataclasses import replace
 
     from configs.pipeline import PipelineConfig
+    from recognizer.spec import load
     from tasks.recognizer import recognizer_candidates
 
     config = PipelineConfig(stages=["finetune_causal", "promote"])
     specs = recognizer_candidates.fn(config, {300: "adapter", 1000: "adapter"}, None, "hush-dir")
     chosen = [s for s in specs if config.champion_default.lower() in s.name.lower()]
     assert [s.chunk_ms for s in chosen] == [300, 1000]  # one per chunk size, the hush word's not among them
-    served = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "selection" /
-                         "served_two_pass.json").read_text())
+    served = load()
     for s in chosen:
-        assert (s.verifier, s.final_verifier, bool(s.self_agreement)) == (
-            served["verifier"], served["final_verifier"], served["self_agreement"])
+        assert replace(s, name=served.name, chunk_ms=300) == served.with_(weights={"adapter_dir": "adapter"})

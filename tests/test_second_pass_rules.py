@@ -82,30 +82,19 @@ def test_partials_show_what_each_policy_trusts():
         system = TwoPassStreaming(_ScriptedCausal(list(script)), _Scripted([]), every_ms=10_000, partials=partials)
         shown[partials] = [system.feed(chunk).tentative for _ in script]
     assert shown["causal"] == [("the", "cat"), ("the", "cap", "sat"), ("the", "cap", "sat", "on")]
-    assert shown["committed"] == [("the",), ("the",), ("the", "cap")]
-    assert shown["agreed"] == [(), ("the",), ("the", "cap", "sat")]  # what two steps in a row agree on
-    assert shown["verifier"] == shown["agreed"]  # no pass yet: nothing of the verifier's to show
-    assert shown["verifier-only"] == shown["verifier-held"] == [(), (), ()]
+    assert shown["verifier-fresh"] == [(), (), ()]  # no pass yet: nothing of the verifier's to show
     with pytest.raises(ValueError, match="partials"):
         TwoPassStreaming(_ScriptedCausal([]), _Scripted([]), partials="everything")
+    with pytest.raises(ValueError, match="partials"):  # a policy measured and not adopted is gone
+        TwoPassStreaming(_ScriptedCausal([]), _Scripted([]), partials="verifier-held")
 
 
-def test_verifier_partials_are_its_open_words_then_the_agreed_causal_ones():
-    causal = _Scripted([["unless", "a", "system", "is", "a"], ["unless", "a", "system", "is", "a", "stem", "for"]])
-    verifier = _Scripted([["unless", "a", "system", "is", "a", "stem."]])
-    system = TwoPassStreaming(causal, verifier, every_ms=600, partials="verifier")
+def test_fresh_partials_are_the_verifiers_open_words_but_the_last():
+    system = TwoPassStreaming(_Scripted([["unless", "a", "system", "is", "a"]]),
+                              _Scripted([["unless", "a", "system", "is", "a", "stem."]]), every_ms=600,
+                              partials="verifier-fresh")
     first = system.feed(np.zeros(9600, dtype=np.float32))  # a pass: "a stem." stays open (the last word waits)
-    assert first == Hypothesis(("unless", "a", "system", "is"), ("a", "stem."))
-    # 300 ms later, no pass: the verifier's open words, and no causal word past them that two steps agree on
-    assert system.feed(np.zeros(4800, dtype=np.float32)).tentative == ("a", "stem.")
-    only = TwoPassStreaming(_Scripted([["unless", "a", "system", "is", "a"]]),
-                            _Scripted([["unless", "a", "system", "is", "a", "stem."]]), every_ms=600,
-                            partials="verifier-only")
-    assert only.feed(np.zeros(9600, dtype=np.float32)).tentative == ("a", "stem.")
-    held = TwoPassStreaming(_Scripted([["unless", "a", "system", "is", "a"]]),
-                            _Scripted([["unless", "a", "system", "is", "a", "stem."]]), every_ms=600,
-                            partials="verifier-held")
-    assert held.feed(np.zeros(9600, dtype=np.float32)).tentative == ("a",)  # "stem." may be cut mid-word
+    assert first == Hypothesis(("unless", "a", "system", "is"), ("a",))  # "stem." may be cut mid-word
 
 
 def test_restart_at_finds_where_the_open_words_say_again_what_was_written():
@@ -162,9 +151,6 @@ def test_fresh_partials_stop_at_a_restart_and_hold_the_last_word():
     assert hypothesis.committed == ("produced,", "the")  # agreed with the causal words, the last held
     # open: "block book, produced the block …": "produced the" again starts a restart; "book," (the last) waits
     assert hypothesis.tentative == ("block",)
-    held = TwoPassStreaming(_Scripted([["produced", "the", "block"]]), _Scripted([list(looping)]),
-                            every_ms=300, partials="verifier-held")
-    assert len(held.feed(np.zeros(4800, dtype=np.float32)).tentative) == 6  # the whole loop but its last word
 
 
 def test_a_restart_two_passes_agree_on_is_not_finalised_mid_stream():
@@ -193,14 +179,14 @@ def test_a_restart_two_passes_agree_on_is_not_finalised_mid_stream():
         TwoPassStreaming(_Scripted([]), _Scripted([]), verifier_restart_words=2, verifier_restart_long=4)
 
 
-def test_the_pipeline_offers_every_partials_policy():
-    """configs/ does not import streaming/ (torch), so the profile's Literal is a copy of PARTIALS: kept equal."""
-    from typing import get_args
+def test_the_spec_offers_every_partials_policy():
+    """recognizer.spec does not import streaming/ (torch), so the spec's Literal is a copy of PARTIALS: kept equal."""
+    from typing import get_args, get_type_hints
 
-    from configs.pipeline import PipelineConfig
+    from recognizer.spec import SecondPass
     from streaming.second_pass import PARTIALS
 
-    assert get_args(PipelineConfig.model_fields["two_pass_partials"].annotation) == PARTIALS
+    assert get_args(get_type_hints(SecondPass)["partials"]) == PARTIALS
 
 
 def test_unsure_verifier_words_are_not_shown():
@@ -222,8 +208,7 @@ def test_unsure_verifier_words_are_not_shown():
     def shown(min_prob: float) -> tuple[tuple[str, ...], tuple[str, ...]]:
         # causal words the verifier does not agree with: nothing final, the verifier's words all open
         system = TwoPassStreaming(_Scripted([["um", "uh"]]), Unsure([list(words)]), every_ms=300,
-                                  partials="verifier-held",
-                                  partial_min_prob=min_prob)
+                                  partials="verifier-fresh", partial_min_prob=min_prob)
         hyp = system.feed(np.zeros(4800, dtype=np.float32))
         return hyp.committed, hyp.tentative
 

@@ -103,12 +103,13 @@ def test_step_cost_does_not_grow_with_the_stream():
 def test_the_causal_engine_streams_past_30_s(realspeech):
     """70 s of real speech through the evaluate stage's own builder: no context overflow, words after 30 s."""
     from evaluation.sets import load_realspeech
-    from evaluation.systems import SystemSpec, build
+    from recognizer.build import build
+    from recognizer.spec import RecognizerSpec
 
     utts = load_realspeech(realspeech, ("cmu_arctic", "ljspeech"), limit={"cmu_arctic": 4, "ljspeech": 4})
     audio = np.concatenate([u.audio for u in utts] * 4)[: 70 * SAMPLE_RATE]
     assert len(audio) == 70 * SAMPLE_RATE
-    recognizer, source = build(SystemSpec("causal 1 s", "causal", 1000))
+    recognizer, source = build(RecognizerSpec("causal 1 s", "causal", 1000))
     assert source == "ours" and isinstance(recognizer, Segmented)
     record = run_stream(recognizer, audio, 1000)
     late = [e for e in record.final_words() if e.emission_ms > 30_000]

@@ -22,14 +22,15 @@ CHUNK_MS = 1000
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
     from recognizer.registry import register_recognizer
-    from evaluation.systems import SystemSpec
+    from recognizer.spec import RecognizerSpec, SecondPass, Weights
     from training.tracking import client
 
     root = tmp_path_factory.mktemp("recognizer-registry")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     adapter = original_weights_adapter(root / "adapter", CHUNK_MS)
-    reg = register_recognizer(uri, SystemSpec("two-pass", "two-pass", CHUNK_MS, "tiny.en", adapter_dir=str(adapter),
-                                              verifier="pad30"))
+    reg = register_recognizer(uri, RecognizerSpec("two-pass", "two-pass", CHUNK_MS, Weights("tiny.en", str(adapter)),
+                                                  second_pass=SecondPass(padding="pad30", final_padding="pad30",
+                                                                         every_ms=CHUNK_MS)))
     client(uri).set_registered_model_alias(reg["registered_model"], "champion", reg["version"])
     return {"uri": uri, **reg}
 

@@ -5,7 +5,7 @@ with a real-time stream.
 tiny.en weights) capped as an AVX2-only CPU (``streaming.precision.AVX2_MACHINE``: oneDNN, MKL, FBGEMM and ATen,
 each read at start-up), a CPU without native bf16, where a bf16 Linear is emulated and several times slower than
 fp32. It serves the
-selected two-pass recognizer (benchmarks/results/selection/served_two_pass.json: precision "bf16-all", the original
+selected two-pass recognizer (configs/recognizer.yaml with precision "bf16-all", the original
 weights) behind ``champion``. The server must resolve the preference to fp32 and say so (``/version``,
 ``/healthz``), and a ~22 s stream of real speech sent in real time over the WebSocket must not leave it behind: the
 last words arrive soon after the audio ends (client clock), the server's compute stays under real time, and the
@@ -29,10 +29,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, free_port, realspeech_root, wait_http
+from conftest import free_port, realspeech_root, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
-SERVED_SPEC = REPO / "benchmarks" / "results" / "selection" / "served_two_pass.json"
 CAP = "AVX2"  # oneDNN's cap in streaming.precision.AVX2_MACHINE: no native bf16
 MIN_AUDIO_S = 20.0
 END_LAG_S = 1.5  # the last words within this of the last audio frame sent
@@ -66,12 +65,12 @@ def speech() -> dict:
 def register_served_spec(root: Path, alias: str = "champion") -> dict:
     """The served two-pass spec with its bf16 preference, on the original weights, registered in a fresh sqlite
     store under ``root`` as the pipeline registered a champion before precision was resolved per machine."""
-    from evaluation.systems import SystemSpec
     from recognizer.registry import register_recognizer
+    from recognizer.spec import load
     from training.tracking import client
 
-    spec = SystemSpec(**{**json.loads(SERVED_SPEC.read_text()), "adapter_dir": None})
-    assert spec.kind == "two-pass" and spec.precision == "bf16-all"
+    spec = load(weights={"precision": "bf16-all"})
+    assert spec.kind == "two-pass" and spec.weights.adapter_dir is None
     uri = f"sqlite:///{root / 'mlflow.db'}"
     reg = register_recognizer(uri, spec)
     client(uri).set_registered_model_alias(reg["registered_model"], alias, reg["version"])

@@ -20,7 +20,7 @@ def engine():
     from streaming.engine import CausalStreamingEngine
     from training.weights import load_model
 
-    return CausalStreamingEngine(load_model("tiny.en"), 300, 600, pad_silence=True)
+    return CausalStreamingEngine(load_model("tiny.en"), 300, 600)
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +160,8 @@ def test_a_stream_that_falls_behind_and_catches_up_finalizes_no_repeat_and_no_lo
     import soundfile as sf
 
     from evaluation.repetition import utterance_repetition
-    from evaluation.systems import SystemSpec, build
+    from recognizer.build import build
+    from recognizer.spec import load
     from training.metrics import wer
 
     longform = realspeech.parent / "longform"
@@ -170,9 +171,7 @@ def test_a_stream_that_falls_behind_and_catches_up_finalizes_no_repeat_and_no_lo
     reference = " ".join(r[4] for r in clips)
     audio, rate = sf.read(longform / "wav" / f"{rec}.wav", dtype="float32")
     audio = audio[: int(float(clips[-1][3]) * rate)]
-    spec = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "selection" /
-                       "served_two_pass.json").read_text())
-    recognizer, _ = build(SystemSpec(**{**spec, "precision": "auto"}))
+    recognizer, _ = build(load())
     session = StreamSession(recognizer, catch_up=True)
     block = 1200 * 16
     for i in range(0, len(audio), block):

@@ -126,7 +126,7 @@ def test_reuse_policy_with_fewer_tokens_than_the_check_window(tiny, tokenizer, r
 def _rescored(dec, frames, tokens: list[int]) -> list[torch.Tensor]:
     """Filtered log-probabilities at text positions 0…len(tokens) from a fresh, uncached decoder pass over
     `frames` (the audio heard so far): what the stability rule must compare against."""
-    cache = dec.decoder.new_cache(pad=dec.pad)
+    cache = dec.decoder.new_cache()
     dec.decoder.append_audio(cache, frames)
     logits = dec._run(cache, dec.prefix + tokens, 0)
     p = len(dec.prefix)
@@ -175,14 +175,7 @@ def test_greedy_stability_rule_cuts_a_word_heard_half(tiny, tokenizer, realspeec
     assert not unexplained, f"hypothesis changes the stability rule does not explain: {unexplained}"
 
 
-@pytest.fixture(scope="module")
-def silence_frames(tiny):
-    """Whisper's encoder frames of 30 s of silence: the pad for the positions not heard yet (textdecoder.CrossCache)."""
-    with torch.no_grad():
-        return tiny.encoder(whisper.log_mel_spectrogram(torch.zeros(16000 * 30))[None])[0]
-
-
-def test_beam_cuts_to_the_stable_prefix_and_waits_at_eot(tiny, tokenizer, realspeech: Path, silence_frames,
+def test_beam_cuts_to_the_stable_prefix_and_waits_at_eot(tiny, tokenizer, realspeech: Path,
                                                          one_torch_thread):
     """Definition 3 / Algorithm 2 forced on "has never been surpassed": on 1 s of audio every beam reads
     " has never been Sir/so/sir"; 0.5 s later " Sir" is no longer among the top-b at its position, so the best beam is
@@ -191,7 +184,7 @@ def test_beam_cuts_to_the_stable_prefix_and_waits_at_eot(tiny, tokenizer, realsp
     _, features = _features(tiny, realspeech / "ljspeech/wav/LJ001-0008.wav")
     n_speech = int(sf.info(realspeech / "ljspeech/wav/LJ001-0008.wav").duration * 50)
     b = 3
-    dec = StreamingBeamDecoder(tiny, tokenizer, beam_size=b, n_check=2, pad_frames=silence_frames)
+    dec = StreamingBeamDecoder(tiny, tokenizer, beam_size=b, n_check=2)
     rescore, rescored = dec._rescore, []
 
     def recorded_rescore(beam):  # the real method, observed: its decisions are checked against a fresh pass
@@ -288,111 +281,20 @@ def test_restart_cut_drops_open_words_that_say_the_transcript_again(tiny, tokeni
         StreamingGreedyDecoder(tiny, tokenizer, restart_words=-1)
 
 
-def test_restart_cut_is_part_of_a_system_spec():
-    """The evaluate stage and serving build from one spec: the cut is the engine's default unless the spec names
-    it, and a two-pass spec passes it to its causal pass."""
-    from evaluation.systems import SystemSpec, build
-    from streaming.engine import RESTART_CONTEXT, RESTART_WORDS
+def test_restart_cut_is_part_of_a_recognizer_spec():
+    """The evaluate stage and serving build from one spec: a causal spec's cut is the adopted default
+    (``streaming.engine.RESTART_WORDS``), said again from the last ``RESTART_CONTEXT`` words; a two-pass spec passes
+    its own to its causal pass, and the stability window is the paper's in both."""
+    from recognizer.build import build
+    from recognizer.spec import CausalPass, RecognizerSpec
+    from streaming.engine import N_CHECK, RESTART_CONTEXT, RESTART_WORDS
 
     def decoder(spec):
         recognizer = build(spec)[0].inner
         return getattr(recognizer, "engine", recognizer).decoder
 
-    assert decoder(SystemSpec("c", "causal", 300)).restart_words == RESTART_WORDS
-    assert decoder(SystemSpec("c", "causal", 300, restart_words=0)).restart_words == 0
-    assert decoder(SystemSpec("c", "causal", 300)).restart_context == RESTART_CONTEXT
-    assert decoder(SystemSpec("c", "causal", 300, restart_context=224)).restart_context == 224
-    assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s", restart_words=5)).restart_words == 5
-
-
-def test_a_stalled_hypothesis_breaks_a_weak_wait(tiny, tokenizer, realspeech: Path):
-    """`stall_ms`: once the hypothesis has not grown for that much heard audio, end-of-text below `stall_wait_prob`
-    gives way to the likeliest other token; a confident wait, a fresh hypothesis or the option off still waits.
-    Real weights and speech: at the end of LJ001-0008 the original weights end the text with P(end) ≈ 0.4."""
-    _, features = _features(tiny, realspeech / "ljspeech/wav/LJ001-0008.wav")
-    text = " has never been surpassed."
-
-    def stalled(stall_ms: int, wait_prob: float = 0.5, stalled_frames: int = 30):
-        greedy = StreamingGreedyDecoder(tiny, tokenizer, stall_ms=stall_ms, stall_wait_prob=wait_prob)
-        state = greedy.new_state()
-        greedy.decoder.append_audio(state.cache, features[:88])
-        state.tokens = tokenizer.encode(text)
-        p = len(greedy.prefix)
-        logits = greedy._run(state.cache, greedy.prefix + state.tokens, 0, logit_rows=len(state.tokens) + 1)
-        state.logprobs = [float(greedy._logprobs(logits[i], i)[t]) for i, t in enumerate(state.tokens)]
-        state.committed = len(state.tokens) - greedy.n_check
-        state.cache.length = p + len(state.tokens)
-        p_end = float(greedy._logprobs(logits[-1], len(state.tokens))[tokenizer.eot].exp())
-        state.stalled_frames = stalled_frames
-        greedy.update(state, features[88:89])
-        return tokenizer.decode(state.tokens), state.stalled_frames, p_end
-
-    waited, frames, p_end = stalled(0)
-    assert waited == text and frames == 31 and 0.2 < p_end < 0.5  # off: the weak wait stands, the count goes on
-    written, frames, _ = stalled(600)
-    assert written.startswith(text) and len(written) > len(text) and frames == 0
-    assert stalled(600, wait_prob=0.1)[0] == text  # the wait is confident enough for this setting
-    assert stalled(600, stalled_frames=28)[0] == text  # 29 frames heard without a token: not yet 600 ms
-    with pytest.raises(ValueError, match="stall_ms"):
-        StreamingGreedyDecoder(tiny, tokenizer, stall_ms=-1)
-
-
-def test_a_forced_write_that_says_the_transcript_again_is_cut(tiny, tokenizer):
-    """`stall_restart_words`: the words of a forced write (from token ``forced_at`` on) are cut from the first of that
-    many words in a row that the whole transcript already holds, however far back; the words before the forced
-    token stay even when they repeat, and a forced write of new words stays."""
-    greedy = StreamingGreedyDecoder(tiny, tokenizer, stall_ms=900, stall_restart_words=3)
-    written = (" All right, so that's probably sound blocked at the knee, and I'm also saying the word, and I'm"
-               " probably going to cough here. Yeah, so that just happened. All right,")
-
-    def cut(forced: str) -> tuple[str, bool]:
-        state = greedy.new_state()
-        state.tokens = tokenizer.encode(written + forced)
-        state.logprobs = [0.0] * len(state.tokens)
-        state.committed = len(tokenizer.encode(written)) - 2
-        state.cache.length = len(greedy.prefix) + len(state.tokens)
-        done = greedy._cut_restart(state, len(tokenizer.encode(written)), greedy.stall_restart_words,
-                                   greedy.max_tokens)
-        assert len(state.logprobs) == len(state.tokens) and state.cache.length == len(greedy.prefix) + len(state.tokens)
-        return tokenizer.decode(state.tokens), done
-
-    assert cut(" so that's probably sound blocked") == (written, True)  # 40 words back: the restart cut's 24 miss it
-    assert cut(" thanks. So that's probably sound") == (written + " thanks.", True)
-    assert cut(" thanks for listening.") == (written + " thanks for listening.", False)
-    off = StreamingGreedyDecoder(tiny, tokenizer, stall_ms=900)
-    assert off.stall_restart_words == 0
-    with pytest.raises(ValueError, match="stall_restart_words"):
-        StreamingGreedyDecoder(tiny, tokenizer, stall_restart_words=-1)
-
-
-def test_stall_guard_is_part_of_a_system_spec():
-    """One spec builds what is evaluated and served: the engine's default unless the spec names it; a two-pass
-    spec's causal pass has it off unless the spec names it (every two-pass spec registered before stays as it
-    was)."""
-    from evaluation.systems import SystemSpec, build
-    from streaming.engine import STALL_MS
-
-    def decoder(spec):
-        recognizer = build(spec)[0].inner
-        return getattr(recognizer, "engine", recognizer).decoder
-
-    assert decoder(SystemSpec("c", "causal", 300)).stall_frames == round(STALL_MS / 20)
-    assert decoder(SystemSpec("c", "causal", 300, stall_ms=1500)).stall_frames == 75
-    assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s", stall_ms=900)).stall_frames == 45
-    assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s")).stall_frames == 0
-
-
-def test_stability_window_is_part_of_a_system_spec():
-    """`n_check` the same way: the engine's default for a causal spec unless named; 2 (the paper's, as every
-    registered two-pass recognizer was scored) for a two-pass spec's causal pass unless named."""
-    from evaluation.systems import SystemSpec, build
-    from streaming.engine import N_CHECK
-
-    def decoder(spec):
-        recognizer = build(spec)[0].inner
-        return getattr(recognizer, "engine", recognizer).decoder
-
-    assert decoder(SystemSpec("c", "causal", 300)).n_check == N_CHECK
-    assert decoder(SystemSpec("c", "causal", 300, n_check=8)).n_check == 8
-    assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s")).n_check == 2
-    assert decoder(SystemSpec("t", "two-pass", 300, verifier="zeros_5s", n_check=4)).n_check == 4
+    causal = decoder(RecognizerSpec("c", "causal", 300))
+    assert (causal.restart_words, causal.restart_context, causal.n_check) == (RESTART_WORDS, RESTART_CONTEXT, N_CHECK)
+    assert decoder(RecognizerSpec("c", "causal", 300, causal=CausalPass(restart_words=0))).restart_words == 0
+    two_pass = decoder(RecognizerSpec("t", "two-pass", 300, causal=CausalPass(restart_words=5)))
+    assert (two_pass.restart_words, two_pass.n_check) == (5, N_CHECK)

@@ -4,23 +4,21 @@ test split count as scored, so a new split is scored whole and an old report nev
 from __future__ import annotations
 
 import json
-import sys
-from dataclasses import asdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is not an installed package
-from benchmarks.evaluation import _seeds_scored, _unscored  # noqa: E402
-from evaluation.systems import SystemSpec  # noqa: E402
+from benchmarks.evaluation import _seeds_scored, _unscored
+from recognizer.spec import RecognizerSpec, Weights
 
 
-def _report(path: Path, sha: str, specs: list[SystemSpec]) -> None:
+def _report(path: Path, sha: str, specs: list) -> None:
     path.write_text(json.dumps({"test_set": {"audio_sha256": sha},
-                                "systems": [{"name": s.name, "spec": asdict(s)} for s in specs]}))
+                                "systems": [{"name": s["name"], "spec": s} if isinstance(s, dict) else
+                                            {"name": s.name, "spec": s.as_dict()} for s in specs]}))
 
 
 def test_only_rows_of_the_same_split_are_scored(tmp_path):
-    offline = SystemSpec("offline Whisper (ours, 30 s pad)", "offline")
-    causal = SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir="/a/1")
+    offline = RecognizerSpec("offline Whisper (ours, 30 s pad)", "offline", None)
+    causal = RecognizerSpec("causal tuned 300 ms", "causal", 300, Weights(adapter_dir="/a/1"))
     report = tmp_path / "evaluation.json"
     assert _unscored([offline, causal], report, "new") == [offline, causal]  # no report yet
     _report(report, "old", [offline])
@@ -30,9 +28,19 @@ def test_only_rows_of_the_same_split_are_scored(tmp_path):
 
 def test_a_row_of_the_same_system_is_renamed_not_scored_again(tmp_path):
     report = tmp_path / "evaluation.json"
-    _report(report, "s", [SystemSpec("old label", "causal", 300, adapter_dir="/a/1")])
-    assert _unscored([SystemSpec("causal tuned 300 ms", "causal", 300, adapter_dir="/a/1")], report, "s") == []
+    _report(report, "s", [RecognizerSpec("old label", "causal", 300, Weights(adapter_dir="/a/1"))])
+    assert _unscored([RecognizerSpec("causal tuned 300 ms", "causal", 300, Weights(adapter_dir="/a/1"))], report,
+                     "s") == []
     assert json.loads(report.read_text())["systems"][0]["name"] == "causal tuned 300 ms"
+
+
+def test_a_row_scored_under_the_old_spec_schema_is_the_same_system(tmp_path):
+    report = tmp_path / "evaluation.json"
+    _report(report, "s", [{"name": "causal tuned 300 ms", "kind": "causal", "chunk_ms": 300, "adapter_dir": "/a/1"},
+                          {"name": "causal padded", "kind": "causal", "chunk_ms": 300, "pad_silence": True}])
+    causal = RecognizerSpec("causal tuned 300 ms", "causal", 300, Weights(adapter_dir="/a/1"))
+    beam = causal.with_(name="beam", decoding={"beam_size": 4})
+    assert _unscored([causal, beam], report, "s") == [beam]  # the removed option's row stands for nothing
 
 
 def test_the_seeds_of_a_committed_dev_result_are_its_greedy_300ms_rows():

@@ -99,14 +99,14 @@ def test_a_windowed_verifier_stays_bounded_with_the_same_words(tiny, speech):
 
 
 def test_the_serving_settings_reach_both_passes(speech):
-    """A two-pass spec's precision and decoder cache (what benchmarks/serving_choice.py chose for serving on dev)
-    are built into the causal pass and the verifier alike, and the pair still writes the utterance's words."""
-    from evaluation.systems import SystemSpec, build
+    """A two-pass spec's precision and decoder cache (docs/decisions/two-pass-serving-compute.md) are built into the
+    causal pass and the verifier alike, and the pair still writes the utterance's words."""
+    from recognizer.build import build
+    from recognizer.spec import load
     from streaming.events import run_stream
     from streaming.quantize import BF16Linear
 
-    spec = SystemSpec("served", "two-pass", 300, verifier="zeros_5s", final_verifier="pad30", every_ms=600,
-                      self_agreement=True, window_ms=8000, precision="bf16-all", cache_policy="reuse")
+    spec = load(weights={"precision": "bf16-all"}, second_pass={"final_padding": "pad30", "every_ms": 600})
     recognizer = build(spec)[0].inner
     assert (recognizer.every_ms, recognizer.window_ms) == (600, 8000)
     assert recognizer.engine.decoder.cache_policy == "reuse"

@@ -86,7 +86,7 @@ def tiny_model(tiny_path, cache):
 
 
 def _faster_whisper(model_dir: Path):
-    from evaluation.systems import faster_whisper_model
+    from evaluation.offline import faster_whisper_model
 
     return faster_whisper_model(model_dir)
 
@@ -103,7 +103,7 @@ def _audio(path: Path) -> np.ndarray:
 
 
 def _text_faster(fw, audio: np.ndarray) -> str:
-    from evaluation.systems import faster_whisper_text
+    from evaluation.offline import faster_whisper_text
 
     return faster_whisper_text(fw, audio)
 
