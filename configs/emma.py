@@ -8,13 +8,14 @@ its content (sha256 of its weights), not its path.
 
 from __future__ import annotations
 
+import hashlib
+
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from configs.finetune import default_tau0_ms
-from data.store import file_sha256
 from configs.jobs import JobConfig
 
 INFERENCE_FIELDS = frozenset({"t_emma", "max_stall", "decision", "adapter_dir"})
@@ -94,7 +95,7 @@ class EmmaConfig(JobConfig):
     def adapter_sha256(self) -> str | None:
         if self.encoder != "causal_lora" or not self.adapter_dir:
             return None
-        return file_sha256(Path(self.adapter_dir) / "adapter_model.safetensors")
+        return hashlib.sha256((Path(self.adapter_dir) / "adapter_model.safetensors").read_bytes()).hexdigest()
 
     def learned_values(self) -> dict:
         values = {k: v for k, v in super().learned_values().items() if k not in INFERENCE_FIELDS}

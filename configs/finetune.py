@@ -71,10 +71,8 @@ class JoinSettings(BaseModel):
     adapter never saw those encoder positions or decoder contexts. Word and token times follow each clip."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    # on by default: chosen on dev in two rounds, each rule written before its run
-    # (benchmarks/results/selection/dev_joined_clips*): the 300 ms adapter's real-dev WER, seeds 5-8 pooled,
-    # 38.6 -> 36.2 % (-2.3 points [-5.1, -0.1]); seeds 1-8 pooled 39.3 -> 37.0 % (-2.3 [-4.6, -0.3]); synthetic dev
-    # not separable (-0.15 [-0.39, +0.01]). A joined step costs ~2.5x (longer clips, no log-mel cache).
+    # on by default: chosen on dev in two rounds, each rule written before its run (docs/decisions/joined-clips.md);
+    # a joined step costs ~2.5x (longer clips, no log-mel cache)
     p: float = Field(0.5, ge=0, le=1, description="probability that a clip is joined with others (0: off)")
     max_utterances: int = Field(4, ge=2, description="at most this many clips in one joined clip")
     gap_ms: tuple[int, int] = Field((0, 500), description="silence added between two clips (each keeps its own)")
@@ -95,9 +93,7 @@ class DistillSettings(BaseModel):
     lacks, and its whole distribution teaches, not only the one target token."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    # on by default: chosen on dev (benchmarks/results/selection/dev_distill*; same seed, steps and data): the 300 ms
-    # adapter's real-dev WER 66.4 -> 32.0 % (-34.3 points [-56.5, -19.6]), synthetic dev 1.68 -> 1.28 % (not
-    # separable), median word latency not separable; each step costs ~1.4x (the teacher's passes)
+    # on by default: chosen on dev (docs/decisions/distillation.md); each step costs ~1.4x (the teacher's passes)
     weight: float = Field(0.5, ge=0, le=1, description="loss = (1 - weight) CE + weight KL; 0: off")
     temperature: float = Field(2.0, gt=0, description="softens both distributions; KL scaled by T^2 (Hinton)")
 

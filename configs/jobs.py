@@ -51,10 +51,9 @@ class JobConfig(BaseModel):
         """Dataset paths and a local sqlite tracking store made absolute (Ray workers run in their own working
         directories, where a relative path names another file); URLs (``s3://…``, ``http://…``) are left as they
         are."""
-        from data import fs
 
         def resolved(d: str) -> str:
-            return str(d) if fs.is_remote(str(d)) else str(Path(d).resolve())
+            return str(d) if "://" in str(d) and not str(d).startswith("file://") else str(Path(d).resolve())
 
         uri = self.tracking_uri
         if uri and uri.startswith("sqlite:///"):

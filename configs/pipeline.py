@@ -85,12 +85,10 @@ class PipelineConfig(BaseModel):
         self.validate_stages()
         return self
 
-    def served_spec(self):
-        """The served recognizer spec (``recognizer``) on this profile's model."""
-        from recognizer.spec import load
-
+    def recognizer_file(self) -> Path:
+        """The served recognizer spec's file (``recognizer``; a relative path is read from the repository)."""
         path = Path(self.recognizer)
-        return load(path if path.is_absolute() else SERVED_FILE.parent.parent / path, weights={"model": self.model})
+        return path if path.is_absolute() else SERVED_FILE.parent.parent / path
 
     def real_dataset(self) -> DatasetConfig:
         """The build settings of the real speech: the profile's, with the speaker-aware split."""

@@ -159,6 +159,14 @@ def load(path: str | Path = SERVED_FILE, **overrides: Any) -> RecognizerSpec:
     return spec.with_(**overrides) if overrides else spec
 
 
+def served(config=None) -> RecognizerSpec:
+    """The served spec: ``configs/recognizer.yaml``, or a pipeline profile's (``PipelineConfig.recognizer``) on
+    its model."""
+    if config is None:
+        return load()
+    return load(config.recognizer_file(), weights={"model": config.model})
+
+
 # ------------------------------------------------------------------------------------------------ schema 1
 # Schema 1's options that were removed, with the one value each may hold to build what schema 2 builds.
 _REMOVED_V1 = {"pad_silence": (False,), "stall_ms": (None, 0), "stall_restart_words": (None, 0),

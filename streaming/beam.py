@@ -49,12 +49,12 @@ class BeamState:
 
 class StreamingBeamDecoder(StreamingDecoderBase):
     def __init__(self, model, tokenizer, beam_size: int = 5, n_check: int = 2,
-                 max_tokens_per_chunk: int = 28, int8_vocab: bool = False) -> None:
-        super().__init__(model, tokenizer, n_check, max_tokens_per_chunk, int8_vocab)
+                 max_tokens_per_chunk: int = 28, pad_frames: Tensor | None = None, int8_vocab: bool = False) -> None:
+        super().__init__(model, tokenizer, n_check, max_tokens_per_chunk, pad_frames, int8_vocab)
         self.beam_size = beam_size
 
     def new_state(self) -> BeamState:
-        shared = self.decoder.new_cache()
+        shared = self.decoder.new_cache(pad=self.pad)
         return BeamState([Beam([], shared.copy())], shared)
 
     def _rescore(self, beam: Beam) -> None:

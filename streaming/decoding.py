@@ -75,7 +75,7 @@ class StreamingDecoderBase:
     max_tokens_per_s: float = 12.0
 
     def __init__(self, model, tokenizer, n_check: int = 2, max_tokens_per_chunk: int = 28,
-                 int8_vocab: bool = False) -> None:
+                 pad_frames: Tensor | None = None, int8_vocab: bool = False) -> None:
         if n_check < 1:
             raise ValueError("n_check must be >= 1")
         self.tokenizer = tokenizer
@@ -88,6 +88,9 @@ class StreamingDecoderBase:
         self.suppress = torch.zeros(vocab, dtype=torch.bool)
         self.suppress[suppressed_tokens(tokenizer)] = True
         self.blank = tokenizer.encode(" ")
+        # encoder frames of silence for the positions not heard yet (see textdecoder.CrossCache)
+        with torch.no_grad():  # a constant: no gradient ever flows into the silence pad
+            self.pad = None if pad_frames is None else self.decoder.project_audio(pad_frames.clone())
 
     def _logprobs(self, logits: Tensor, position: int) -> Tensor:
         """Filtered log-probabilities of the token at text position `position` (0 = first)."""
@@ -126,18 +129,18 @@ class StreamingDecoderBase:
 
 class StreamingGreedyDecoder(StreamingDecoderBase):
     def __init__(self, model, tokenizer, n_check: int = 2, cache_policy: CachePolicy = "exact",
-                 max_tokens_per_chunk: int = 28, int8_vocab: bool = False,
+                 max_tokens_per_chunk: int = 28, pad_frames: Tensor | None = None, int8_vocab: bool = False,
                  restart_words: int = 0, restart_context: int = 24) -> None:
         """`restart_words`: open words that say again this many words in a row of the last `restart_context`
         words are cut, from the first of them, and decoding waits for more audio (0: off; module docstring)."""
-        super().__init__(model, tokenizer, n_check, max_tokens_per_chunk, int8_vocab)
+        super().__init__(model, tokenizer, n_check, max_tokens_per_chunk, pad_frames, int8_vocab)
         if restart_words < 0 or restart_context < 0:
             raise ValueError(f"restart_words and restart_context must be >= 0, got {restart_words}, {restart_context}")
         self.cache_policy = cache_policy
         self.restart_words, self.restart_context = restart_words, restart_context
 
     def new_state(self) -> GreedyState:
-        return GreedyState(cache=self.decoder.new_cache())
+        return GreedyState(cache=self.decoder.new_cache(pad=self.pad))
 
     def update(self, state: GreedyState, new_frames: Tensor, *, final: bool = False) -> None:
         """Consume new encoder frames [n, d] (possibly none at the end of stream) and decode."""

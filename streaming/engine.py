@@ -23,7 +23,7 @@ from streaming.beam import StreamingBeamDecoder
 from streaming.decoding import CachePolicy, StreamingGreedyDecoder
 from streaming.encoder import CausalEncoder
 from streaming.events import Hypothesis
-from streaming.frontend import StreamingLogMel
+from streaming.frontend import StreamingLogMel, causal_log_mel
 
 
 class StreamingDecoder(Protocol):
@@ -37,8 +37,8 @@ class StreamingDecoder(Protocol):
     def hypothesis(self, state: Any) -> Hypothesis: ...
 
 
-# (model, tokenizer, int8_vocab) -> a decoder
-DecoderFactory = Callable[[Any, Any, bool], StreamingDecoder]
+# (model, tokenizer, pad_frames or None, int8_vocab) -> a decoder
+DecoderFactory = Callable[[Any, Any, "torch.Tensor | None", bool], StreamingDecoder]
 
 
 # Chosen on the real `dev` split (tuned 300 ms adapter, 20 utterances): WER 21.3 % without a flush, 18.7 % with
@@ -57,19 +57,23 @@ class CausalStreamingEngine:
     lookahead_ms = 12.5
 
     def __init__(self, model, chunk_ms: int = 300, tau0_ms: int = 600, *, decoder: DecoderFactory | None = None,
-                 cache_policy: CachePolicy = "exact", beam_size: int | None = None, int8_vocab: bool = True,
-                 tokenizer=None, flush_ms: int = FLUSH_MS, restart_words: int = RESTART_WORDS) -> None:
+                 cache_policy: CachePolicy = "exact", beam_size: int | None = None, pad_silence: bool = False,
+                 int8_vocab: bool = True, tokenizer=None, flush_ms: int = FLUSH_MS,
+                 restart_words: int = RESTART_WORDS) -> None:
         """`beam_size` None/1: greedy (Algorithm 1), else streaming beam search (Algorithm 2).
         `cache_policy` / `int8_vocab`: the decoder's speed trade-offs (decoding.py, textdecoder.py); "exact" by
         default: it is the computation the stability rule is defined on, not an approximation of it ("reuse" is
         the served two-pass recognizer's: docs/decisions/two-pass-serving-compute.md).
+        `pad_silence`: the decoder sees the frames heard so far followed by encoder frames of silence up to 30 s
+        (textdecoder.CrossCache). Not a recognizer option: the original weights, which the engine's tests and speed
+        benchmarks run without a trained adapter, restart the sentence on partial audio without it.
         `flush_ms`: silence fed (in chunk-sized steps) when the stream ends, before the final step: a tuned model
         writes a word once it has heard its end *and a margin after it*, so a stream that ends right after its
         last word would otherwise lose that word (0 turns it off).
         `restart_words`: greedy decoding cuts a restart of that many words (0: off; streaming.decoding) said again
         from the last `RESTART_CONTEXT` words.
         `decoder`: another write policy than the stability rule, as a factory
-        `(model, tokenizer, int8_vocab) -> decoder` (e.g. `training.emma.decoding.emma_decoder(policy,
+        `(model, tokenizer, pad_frames, int8_vocab) -> decoder` (e.g. `training.emma.decoding.emma_decoder(policy,
         t_emma)`): the engine knows the decoder interface (`new_state`, `update`, `hypothesis`), not the policies."""
         from whisper.tokenizer import get_tokenizer
 
@@ -83,17 +87,25 @@ class CausalStreamingEngine:
                                                     language="en", task="transcribe")
         self.encoder = CausalEncoder(model.encoder, chunk_ms, tau0_ms)
         self.frontend = StreamingLogMel(model.dims.n_mels)
+        pad = self._silence_frames() if pad_silence else None
         self.decoder: StreamingDecoder
         if decoder is not None:
-            self.decoder = decoder(model, self.tokenizer, int8_vocab)
+            self.decoder = decoder(model, self.tokenizer, pad, int8_vocab)
         elif beam_size and beam_size > 1:
             self.decoder = StreamingBeamDecoder(model, self.tokenizer, beam_size=beam_size, n_check=N_CHECK,
-                                                int8_vocab=int8_vocab)
+                                                pad_frames=pad, int8_vocab=int8_vocab)
         else:
             self.decoder = StreamingGreedyDecoder(model, self.tokenizer, n_check=N_CHECK, cache_policy=cache_policy,
-                                                  int8_vocab=int8_vocab, restart_words=restart_words,
+                                                  pad_frames=pad, int8_vocab=int8_vocab, restart_words=restart_words,
                                                   restart_context=RESTART_CONTEXT)
         self.reset()
+
+    @torch.inference_mode()
+    def _silence_frames(self) -> torch.Tensor:
+        """This encoder's output for 30 s of silence: [n_audio_ctx, d], computed once per engine."""
+        n = self.model.dims.n_audio_ctx
+        mel = causal_log_mel(np.zeros(n * 320, dtype=np.float32), self.model.dims.n_mels, pad_end=True)[:, : 2 * n]
+        return self.encoder(mel[None])[0]
 
     def reset(self) -> None:
         self.frontend.reset()

@@ -33,7 +33,7 @@ ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_b
 # the CPU flags that give oneDNN native bf16 dot products, best first, each with the lowest ONEDNN_MAX_CPU_ISA that
 # keeps that path (docs/decisions/precision-per-cpu.md: bf16 against fp32 measured per path)
 BF16_FLAGS = {"amx_bf16": "AVX512_CORE_AMX", "avx512_bf16": "AVX512_CORE_BF16"}
-# what "auto" runs, by whether bf16 is native here: decided per path on dev (benchmarks/precision_paths.py's rule)
+# what "auto" runs, by whether bf16 is native here: decided per path on dev (docs/decisions/precision-per-cpu.md)
 AUTO = {True: "bf16-all", False: "int8-encoder"}
 # What an AVX2-only CPU runs, emulated on a bigger one: each kernel library reads its own cap once, at start-up, so
 # all four are set together in a fresh process. oneDNN alone is not enough: fp32 GEMMs go through MKL, int8 dynamic

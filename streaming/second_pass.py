@@ -28,8 +28,8 @@ Repeats are speech too ("zero zero zero", a list read aloud). A mid-stream pass 
 copies in a row): it may be a loop, and waiting costs only latency. The last pass, which decides every word left,
 keeps decoding and asks the audio: Whisper's cross-attention ends spoken repeats one after another, while a loop's
 surplus piles up at the audio's end and is cut there (``Verifier._held``). Likewise words that copy the final
-tail are an echo only where they end where the final words end (``Verifier._echo``). On the dev split's spoken-digit
-streams this took the final WER from 93-98 % to 13-45 % (``benchmarks/results/selection/dev_repeats.md``).
+tail are an echo only where they end where the final words end (``Verifier._echo``;
+docs/decisions/spoken-repeats.md).
 
 ``window_ms`` bounds what a pass costs: once the verifier's audio is longer than that, the audio of the words
 already final is cut off (at the quietest point near the last final word's end, which the verifier's own
@@ -111,7 +111,7 @@ class TwoPassStreaming:
         self.self_agreement = self_agreement
         # a mid-stream pass finalises nothing from where its open words say again this many written words in a row
         # (``restart_at``; 0: off): two passes fill the 5 s of zeros by restarting the sentence alike, and
-        # self-agreement made that final (dev: selection/dev_verifier_restart*). The last pass decides the rest.
+        # self-agreement made that final (docs/decisions/verifier-restart-cut.md). The last pass decides the rest.
         # ``verifier_restart_distinct``: only a run of that many different words is a restart ("zero zero": speech)
         if verifier_restart_words < 0 or verifier_restart_distinct < 1:
             raise ValueError(f"verifier_restart_words must be >= 0 and verifier_restart_distinct >= 1, got "
@@ -119,7 +119,7 @@ class TwoPassStreaming:
         self.verifier_restart_words, self.verifier_restart_distinct = verifier_restart_words, verifier_restart_distinct
         # ``verifier_restart_whole``: only a run that goes on saying what followed its first saying (``restart_at``),
         # or with ``verifier_restart_long`` one that goes on for that many words, whole or not: a sentence that says
-        # "should be" twice had every pass cut to nothing for 4 s (dev: LJ001-0015; selection/dev_restart_long*)
+        # "should be" twice had every pass cut to nothing for 4 s (dev: LJ001-0015; docs/decisions/restart-long.md)
         if verifier_restart_long < 0 or (verifier_restart_long and not verifier_restart_whole):
             raise ValueError(f"verifier_restart_long must be >= 0, and is read only with verifier_restart_whole, got "
                              f"{verifier_restart_long} (whole: {verifier_restart_whole})")

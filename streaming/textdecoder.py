@@ -28,23 +28,32 @@ class CrossCache:
     """Cross-attention keys/values of the encoder frames seen so far, per decoder layer.
 
     Buffers are preallocated for the whole audio context (1500 frames = 30 s) and filled chunk by
-    chunk; attention spans only the frames heard so far (the paper's setting).
+    chunk. With `pad` (projections of encoder frames of silence, one row per position), the
+    positions not heard yet hold silence, and attention spans the whole context, as offline Whisper
+    always sees 30 s: the original weights then wait at the end of the speech instead of restarting
+    the sentence. Without it, attention spans only the frames heard so far (the paper's setting).
     """
 
-    def __init__(self, n_layer: int, n_frames: int, d: int, dtype, device):
-        # uninitialised: attention reads the first ``frames`` rows only, each written by ``append_audio`` first
-        # (zeroing 30 s of keys/values was ~14 ms of every verifier pass)
-        self.k = [torch.empty(1, n_frames, d, dtype=dtype, device=device) for _ in range(n_layer)]
-        self.v = [torch.empty(1, n_frames, d, dtype=dtype, device=device) for _ in range(n_layer)]
+    def __init__(self, n_layer: int, n_frames: int, d: int, dtype, device, pad: list[tuple[Tensor, Tensor]] | None):
+        if pad is None:
+            # uninitialised: attention reads the first ``frames`` rows only, each written by ``append_audio`` first
+            # (zeroing 30 s of keys/values was ~14 ms of every verifier pass)
+            self.k = [torch.empty(1, n_frames, d, dtype=dtype, device=device) for _ in range(n_layer)]
+            self.v = [torch.empty(1, n_frames, d, dtype=dtype, device=device) for _ in range(n_layer)]
+        else:
+            self.k = [k.clone() for k, _ in pad]
+            self.v = [v.clone() for _, v in pad]
+        self.padded = pad is not None
         self.frames = 0  # real encoder frames written
 
     @property
     def span(self) -> int:
-        return self.frames
+        return self.k[0].shape[1] if self.padded else self.frames
 
 
 class DecoderCache:
-    def __init__(self, decoder, batch: int = 1, cross: CrossCache | None = None, n_audio_ctx: int = 1500) -> None:
+    def __init__(self, decoder, batch: int = 1, cross: CrossCache | None = None,
+                 pad: list[tuple[Tensor, Tensor]] | None = None, n_audio_ctx: int = 1500) -> None:
         d = decoder.token_embedding.weight.shape[1]
         n_ctx = decoder.positional_embedding.shape[0]
         n_layer = len(decoder.blocks)
@@ -54,7 +63,7 @@ class DecoderCache:
         self.self_k = [torch.empty(batch, n_ctx, d, dtype=dtype, device=device) for _ in range(n_layer)]
         self.self_v = [torch.empty(batch, n_ctx, d, dtype=dtype, device=device) for _ in range(n_layer)]
         # beams share one CrossCache: the audio is the same for all of them
-        self.cross = cross or CrossCache(n_layer, n_audio_ctx, d, dtype, device)
+        self.cross = cross or CrossCache(n_layer, n_audio_ctx, d, dtype, device, pad)
         self.length = 0  # tokens whose self-attention keys/values are in the buffers
 
     @property
@@ -116,12 +125,13 @@ class CachedTextDecoder:
                                                                dtype=torch.qint8)
         return lambda x: quantized(x.float())
 
-    def new_cache(self, batch: int = 1, n_audio_ctx: int = 1500) -> DecoderCache:
+    def new_cache(self, batch: int = 1, pad: list[tuple[Tensor, Tensor]] | None = None,
+                  n_audio_ctx: int = 1500) -> DecoderCache:
         """``n_audio_ctx``: the encoder frames the cache can hold (a verifier pass knows its own count)."""
-        return DecoderCache(self.decoder, batch, n_audio_ctx=n_audio_ctx)
+        return DecoderCache(self.decoder, batch, pad=pad, n_audio_ctx=n_audio_ctx)
 
     def project_audio(self, frames: Tensor) -> list[tuple[Tensor, Tensor]]:
-        """Cross-attention keys/values of encoder frames [n, d], per layer."""
+        """Cross-attention keys/values of encoder frames [n, d], per layer (e.g. the silence pad)."""
         x = frames.unsqueeze(0) if frames.dim() == 2 else frames
         return [(block.cross_attn.key(x), block.cross_attn.value(x)) for block in self.decoder.blocks]
 

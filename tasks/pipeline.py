@@ -108,10 +108,10 @@ def evaluation_specs(config: PipelineConfig, adapters: dict[int, str], sweep: di
     original weights and with every tuned adapter, two-pass streaming (tuned adapter + the original weights as
     verifier, with this run's hush word), the dev-selected EMMA trial, and the real PyPI peers."""
     from recognizer.build import default_specs, peer_specs
-    from recognizer.spec import RecognizerSpec, Weights
+    from recognizer.spec import RecognizerSpec, Weights, served
 
     # the served spec with this run's hush word as its verifier's padding (tasks/recognizer.py's hush candidate)
-    two_pass = hush_candidate(config.served_spec(), hush_dir) if hush_dir else None
+    two_pass = hush_candidate(served(config), hush_dir) if hush_dir else None
     specs = default_specs(list(config.chunk_sizes), adapters, peers=False, model=config.model, two_pass=two_pass)
     if emma := dev_selected_emma(config, adapters, sweep):
         specs.append(RecognizerSpec(f"causal tuned + EMMA {config.sweep_chunk_ms} ms (dev-selected)", "causal",

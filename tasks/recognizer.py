@@ -7,7 +7,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from configs.pipeline import PipelineConfig
-from recognizer.spec import Decoding, RecognizerSpec, Weights
+from recognizer.spec import Decoding, RecognizerSpec, Weights, served
 from tasks.pipeline import dev_selected_emma, hush_candidate, tag_version_test_numbers
 
 
@@ -19,7 +19,7 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
     hush word where one was trained), with finals on causal agreement alone or also on verifier self-agreement; and
     the dev-selected EMMA trial at its chunk size where the profile keeps EMMA a candidate (``emma_candidate``)."""
     specs: list[RecognizerSpec] = []
-    served = config.served_spec()
+    served_spec = served(config)
     for chunk, adapter in sorted(adapters.items()):
         weights = Weights(config.model, adapter)
         specs.append(RecognizerSpec(f"recognizer causal {chunk} ms", "causal", chunk, weights))
@@ -29,8 +29,8 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
         for verifier in config.two_pass_verifiers:
             if verifier == "hush" and not hush_dir:
                 continue  # no hush word trained in this run
-            base = (hush_candidate(served, hush_dir) if verifier == "hush"
-                    else served.with_(second_pass={"padding": verifier}))
+            base = (hush_candidate(served_spec, hush_dir) if verifier == "hush"
+                    else served_spec.with_(second_pass={"padding": verifier}))
             padding = "" if verifier == "hush" else f" {verifier}"
             for agree in (False, True):  # finals on causal agreement, or also on two verifier passes: dev decides
                 specs.append(base.with_(name=f"recognizer two-pass{' self-agreement' if agree else ''}{padding} "

@@ -87,16 +87,19 @@ def test_threshold_reaches_the_decoder_and_moves_emissions(model, frames, one_to
     every decision is a read (only max_stall forces writes) whichever threshold in (0.083, 1) is set.
     Here b and tau put p on both sides of 0.3 and 0.5: the same audio with the same policy is emitted differently,
     the lower threshold never later, and each run's reads are exactly its decisions with p below its threshold."""
+    import whisper
     from whisper.tokenizer import get_tokenizer
 
     from streaming.engine import CausalStreamingEngine
 
     tokenizer = get_tokenizer(False, language="en", task="transcribe")
+    with torch.inference_mode():
+        silence = model.encoder(whisper.log_mel_spectrogram(torch.zeros(16000 * 30))[None])[0]
     # untrained energies at the frontier lie in ~[0.001, 0.003]: this b and tau spread p over ~(0.05, 0.95)
     policy = EmmaPolicy.for_model(model, PChooseSettings(energy_bias=-0.0023, temperature=0.0005), seed=0)
 
     def stream(t_emma: float):
-        decoder = EmmaStreamingDecoder(model, tokenizer, policy, t_emma=t_emma, max_stall=10_000)
+        decoder = EmmaStreamingDecoder(model, tokenizer, policy, t_emma=t_emma, max_stall=10_000, pad_frames=silence)
         assert decoder.t_emma == t_emma
         decided = []
         write_probability = decoder.write_probability

@@ -119,9 +119,10 @@ print(json.dumps(out))
 
 def test_the_pipeline_and_the_server_default_to_auto_resolved_where_they_run():
     from configs.pipeline import PipelineConfig
+    from recognizer.spec import served
     from serving.settings import ServeSettings
 
-    assert PipelineConfig().served_spec().weights.precision == "auto"
+    assert served(PipelineConfig()).weights.precision == "auto"
     assert ServeSettings("sqlite:///x.db", "m").precision is None  # the version's own precision
 
 

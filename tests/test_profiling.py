@@ -22,8 +22,8 @@ def test_profile_accounts_for_every_step_and_changes_nothing(utterance, beam_siz
     from training.weights import load_model
 
     model = load_model("tiny.en")
-    plain = stream_all(CausalStreamingEngine(model, 300, 600, beam_size=beam_size), utterance, 300)
-    engine = CausalStreamingEngine(model, 300, 600, beam_size=beam_size)
+    plain = stream_all(CausalStreamingEngine(model, 300, 600, pad_silence=True, beam_size=beam_size), utterance, 300)
+    engine = CausalStreamingEngine(model, 300, 600, pad_silence=True, beam_size=beam_size)
     profile = StepProfile().attach(engine)
     profiled = stream_all(engine, utterance, 300)
     assert [r.text for r in profiled] == [r.text for r in plain]

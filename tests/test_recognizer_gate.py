@@ -46,10 +46,11 @@ def test_two_pass_candidates_cover_each_verifier_padding_and_need_a_hush_word_on
     # the served spec pads the mid-stream verifier with 5 s of zeros and ends each segment on a 30 s padding;
     # the pipeline registers that recognizer beside the hush-word one, so the dev gate can promote either
     from configs.pipeline import PipelineConfig
+    from recognizer.spec import served
     from tasks.recognizer import recognizer_candidates
 
     config = PipelineConfig(stages=["finetune_causal", "promote"])
-    served = config.served_spec()
+    served_spec = served(config)
     with_hush = recognizer_candidates.fn(config, {300: "adapter"}, None, "hush-dir")
     two_pass = {s.name: s for s in with_hush if s.kind == "two-pass"}
     assert len(two_pass) == 4
@@ -59,9 +60,9 @@ def test_two_pass_candidates_cover_each_verifier_padding_and_need_a_hush_word_on
     assert all(s.second_pass.hush_dir == "hush-dir" and s.second_pass.final_padding == "hush" for s in hush)
     # every other setting is the served spec's, over the run's adapter
     for s in two_pass.values():
-        assert s.weights.adapter_dir == "adapter" and (s.causal, s.segmentation) == (served.causal, served.segmentation)
-        assert s.weights.precision == served.weights.precision
-        assert s.second_pass.__class__(**{**vars(served.second_pass), "padding": s.second_pass.padding,
+        assert s.weights.adapter_dir == "adapter" and (s.causal, s.segmentation) == (served_spec.causal, served_spec.segmentation)
+        assert s.weights.precision == served_spec.weights.precision
+        assert s.second_pass.__class__(**{**vars(served_spec.second_pass), "padding": s.second_pass.padding,
                                           "hush_dir": s.second_pass.hush_dir,
                                           "final_padding": s.second_pass.final_padding,
                                           "self_agreement": s.second_pass.self_agreement}) == s.second_pass

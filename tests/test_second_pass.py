@@ -73,7 +73,7 @@ def test_two_pass_finals_are_monotone_early_and_as_good_as_offline(tiny, utteran
     from streaming.baselines.offline import OfflineWhisper
     from streaming.engine import CausalStreamingEngine
 
-    causal = CausalStreamingEngine(tiny, 300, 600)
+    causal = CausalStreamingEngine(tiny, 300, 600, pad_silence=True)
     system = TwoPassStreaming(causal, Verifier(tiny, load_hush_word(HUSH), "hush"), every_ms=600,
                               self_agreement=True)
     records = stream_all(system, utterances, 300)

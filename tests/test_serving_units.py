@@ -20,7 +20,7 @@ def engine():
     from streaming.engine import CausalStreamingEngine
     from training.weights import load_model
 
-    return CausalStreamingEngine(load_model("tiny.en"), 300, 600)
+    return CausalStreamingEngine(load_model("tiny.en"), 300, 600, pad_silence=True)
 
 
 @pytest.fixture(scope="module")

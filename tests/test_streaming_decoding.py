@@ -126,7 +126,7 @@ def test_reuse_policy_with_fewer_tokens_than_the_check_window(tiny, tokenizer, r
 def _rescored(dec, frames, tokens: list[int]) -> list[torch.Tensor]:
     """Filtered log-probabilities at text positions 0…len(tokens) from a fresh, uncached decoder pass over
     `frames` (the audio heard so far): what the stability rule must compare against."""
-    cache = dec.decoder.new_cache()
+    cache = dec.decoder.new_cache(pad=dec.pad)
     dec.decoder.append_audio(cache, frames)
     logits = dec._run(cache, dec.prefix + tokens, 0)
     p = len(dec.prefix)
@@ -175,7 +175,14 @@ def test_greedy_stability_rule_cuts_a_word_heard_half(tiny, tokenizer, realspeec
     assert not unexplained, f"hypothesis changes the stability rule does not explain: {unexplained}"
 
 
-def test_beam_cuts_to_the_stable_prefix_and_waits_at_eot(tiny, tokenizer, realspeech: Path,
+@pytest.fixture(scope="module")
+def silence_frames(tiny):
+    """Whisper's encoder frames of 30 s of silence: the pad for the positions not heard yet (textdecoder.CrossCache)."""
+    with torch.no_grad():
+        return tiny.encoder(whisper.log_mel_spectrogram(torch.zeros(16000 * 30))[None])[0]
+
+
+def test_beam_cuts_to_the_stable_prefix_and_waits_at_eot(tiny, tokenizer, realspeech: Path, silence_frames,
                                                          one_torch_thread):
     """Definition 3 / Algorithm 2 forced on "has never been surpassed": on 1 s of audio every beam reads
     " has never been Sir/so/sir"; 0.5 s later " Sir" is no longer among the top-b at its position, so the best beam is
@@ -184,7 +191,7 @@ def test_beam_cuts_to_the_stable_prefix_and_waits_at_eot(tiny, tokenizer, realsp
     _, features = _features(tiny, realspeech / "ljspeech/wav/LJ001-0008.wav")
     n_speech = int(sf.info(realspeech / "ljspeech/wav/LJ001-0008.wav").duration * 50)
     b = 3
-    dec = StreamingBeamDecoder(tiny, tokenizer, beam_size=b, n_check=2)
+    dec = StreamingBeamDecoder(tiny, tokenizer, beam_size=b, n_check=2, pad_frames=silence_frames)
     rescore, rescored = dec._rescore, []
 
     def recorded_rescore(beam):  # the real method, observed: its decisions are checked against a fresh pass

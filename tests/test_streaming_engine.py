@@ -34,7 +34,7 @@ def test_chunks_carry_the_lookahead_in_the_first_piece():
 
 @pytest.mark.parametrize("chunk_ms", [100, 300, 1000])
 def test_engine_streams_real_speech_with_monotone_commits(tiny, utterances, chunk_ms):
-    engine = CausalStreamingEngine(tiny, chunk_ms, max(600, chunk_ms))
+    engine = CausalStreamingEngine(tiny, chunk_ms, max(600, chunk_ms), pad_silence=True)
     records = stream_all(engine, utterances, chunk_ms)
     for record in records:
         committed: tuple[str, ...] = ()
@@ -69,8 +69,8 @@ def test_whole_utterance_block_matches_offline_quality(tiny, utterances):
     (front end, encoder, caches, silence pad, decoder) must then transcribe like offline Whisper, and the
     fast settings (int8 vocabulary projection, reused prefix cache) like the exact ones. The original
     weights under a short block mask are much worse: the gap the causal fine-tuning closes."""
-    exact = CausalStreamingEngine(tiny, 1000, 30_000, cache_policy="exact", int8_vocab=False)
-    fast = CausalStreamingEngine(tiny, 1000, 30_000)
+    exact = CausalStreamingEngine(tiny, 1000, 30_000, pad_silence=True, cache_policy="exact", int8_vocab=False)
+    fast = CausalStreamingEngine(tiny, 1000, 30_000, pad_silence=True)
     wer_exact = evaluate_records(stream_all(exact, utterances, 1000), utterances)["wer"]
     wer_fast = evaluate_records(stream_all(fast, utterances, 1000), utterances)["wer"]
     assert wer_exact <= 0.12 and abs(wer_fast - wer_exact) <= 0.05, (wer_fast, wer_exact)
@@ -92,16 +92,16 @@ def test_finish_flushes_silence_so_a_clip_ending_on_its_last_word_is_decoded_to_
     utt = utterances[1]
     pieces = int(np.ceil((utt.words[-1][2] * 16 - 200) / 4800))  # 300 ms pieces up to the last word's end
     clip = utt.audio[: 200 + 4800 * pieces]
-    flushed = CausalStreamingEngine(tiny, 300, 600)
+    flushed = CausalStreamingEngine(tiny, 300, 600, pad_silence=True)
     record = run_stream(flushed, clip, 300)
     silence = np.zeros(4800 * int(np.ceil(FLUSH_MS / 300)), dtype=np.float32)
-    plain = CausalStreamingEngine(tiny, 300, 600, flush_ms=0)
+    plain = CausalStreamingEngine(tiny, 300, 600, pad_silence=True, flush_ms=0)
     plain.reset()
     for start in range(0, len(clip), 4800):
         plain.feed(clip[start : start + 4800])
     plain.feed(silence)
     assert record.text == plain.finish().text and record.text
-    unflushed = run_stream(CausalStreamingEngine(tiny, 300, 600, flush_ms=0), clip, 300)
+    unflushed = run_stream(CausalStreamingEngine(tiny, 300, 600, pad_silence=True, flush_ms=0), clip, 300)
     assert len(record.steps) == len(unflushed.steps)  # the flush adds no step: it is part of the final one
     assert flushed.frontend.samples_in == len(clip) + len(silence)  # the flush went through the front end
     assert plain.frontend.samples_in == len(clip) + len(silence)

@@ -43,9 +43,9 @@ class EmmaState:
 class EmmaStreamingDecoder(StreamingDecoderBase):
     def __init__(self, model, tokenizer, policy: EmmaPolicy, t_emma: float = 0.3, max_stall: int = 3,
                  decision: str = "min",
-                 max_tokens_per_chunk: int = 28, int8_vocab: bool = False) -> None:
+                 max_tokens_per_chunk: int = 28, pad_frames: Tensor | None = None, int8_vocab: bool = False) -> None:
         super().__init__(model, tokenizer, n_check=1, max_tokens_per_chunk=max_tokens_per_chunk,
-                         int8_vocab=int8_vocab)
+                         pad_frames=pad_frames, int8_vocab=int8_vocab)
         if not 0 < t_emma < 1:
             raise ValueError(f"t_emma must be in (0, 1), got {t_emma}")
         self.policy = policy.eval()
@@ -54,7 +54,7 @@ class EmmaStreamingDecoder(StreamingDecoderBase):
         self.t_emma, self.max_stall, self.decision = t_emma, max_stall, decision
 
     def new_state(self) -> EmmaState:
-        return EmmaState(cache=self.decoder.new_cache())
+        return EmmaState(cache=self.decoder.new_cache(pad=self.pad))
 
     def write_probability(self, states: list[Tensor], frontier_keys: list[Tensor]) -> float:
         """min (or mean) over layers and heads of p_choose at the frontier frame."""
@@ -118,8 +118,8 @@ def emma_decoder(policy: EmmaPolicy, t_emma: float = 0.3, max_stall: int = 3, de
     """A decoder factory for ``CausalStreamingEngine(decoder=…)``: EMMA's read/write policy instead of the
     stability rule."""
 
-    def make(model, tokenizer, int8_vocab: bool) -> EmmaStreamingDecoder:
+    def make(model, tokenizer, pad_frames: Tensor | None, int8_vocab: bool) -> EmmaStreamingDecoder:
         return EmmaStreamingDecoder(model, tokenizer, policy, t_emma=t_emma, max_stall=max_stall, decision=decision,
-                                    int8_vocab=int8_vocab)
+                                    pad_frames=pad_frames, int8_vocab=int8_vocab)
 
     return make

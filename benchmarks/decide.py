@@ -1,0 +1,197 @@
+"""One dev decision, run from a small declarative file: arms as overrides of the served spec, the dev sets, and the
+rule written down before the run. Each arm's numbers become an MLflow run; the verdict becomes the decision record.
+
+    python -m benchmarks.decide DECISION.yaml --real DATASET_VERSION_DIR [--adapter DIR] [--tracking-uri URI]
+    # → MLflow experiment whisperline-decisions (a run per arm), docs/decisions/<name>.md (the record to commit)
+
+A decision file::
+
+    name: heartbeat-300
+    question: Does a verifier pass every 300 ms of non-quiet audio make finals sooner at the same words?
+    rule: >-
+      Adopt the arm when its median final-word latency on the continuous dev streams is separably lower than the
+      served spec's and, on every dev set, the upper end of its WER difference is at most 0.5 points.
+    reference: served
+    arms:
+      served: {}
+      heartbeat 300: {second_pass: {heartbeat_ms: 300}}
+    sets: [real, streams]
+    adopt: {better: word_latency_ms_median, set: streams, wer_margin: 0.005}
+
+``sets``: ``real`` is the real `dev` split, live-fed; ``streams`` are its speakers' utterances joined into continuous
+streams of 20-120 s, fed in fixed pieces. Test is never read. ``adopt``: an arm qualifies when the 95 % paired
+interval of its ``better`` metric minus the reference's lies wholly below 0 on the ``set`` named and, on every set,
+its WER difference is not separably above 0 (``wer_margin`` given: its upper end is at most that fraction); of the
+qualifying arms, the one with the lowest ``better`` there; none: the reference stays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+SETS = ("real", "streams")
+EXPERIMENT = "whisperline-decisions"
+METRICS = ("wer", "word_latency_ms_median", "word_latency_ms_p90", "rtf", "partial_rewrite_rate")
+
+
+@dataclass(frozen=True)
+class Adopt:
+    better: str = "wer"
+    set: str = "real"  # (not "on": YAML reads a bare `on` as true)
+    wer_margin: float | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    name: str
+    question: str
+    rule: str
+    reference: str
+    arms: dict[str, dict[str, Any]]
+    sets: tuple[str, ...] = ("real",)
+    adopt: Adopt = field(default_factory=Adopt)
+
+
+def load_decision(path: str | Path) -> Decision:
+    """The decision file, checked before anything runs: a reference among the arms, known sets and metric, and
+    arms that are valid overrides of the served spec."""
+    from recognizer.spec import load
+
+    values = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    unknown = set(values) - {"name", "question", "rule", "reference", "arms", "sets", "adopt"}
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
+    d = Decision(**{**values, "sets": tuple(values.get("sets", ("real",))), "adopt": Adopt(**values.get("adopt", {}))})
+    if d.reference not in d.arms:
+        raise ValueError(f"{path}: the reference {d.reference!r} is not among the arms {sorted(d.arms)}")
+    if len(d.arms) < 2 or not set(d.sets) <= set(SETS) or d.adopt.set not in d.sets:
+        raise ValueError(f"{path}: need two arms or more, sets among {SETS} and adopt.set among them")
+    if d.adopt.better not in METRICS:
+        raise ValueError(f"{path}: adopt.better must be one of {METRICS}, got {d.adopt.better!r}")
+    for arm, overrides in d.arms.items():
+        load(**overrides)  # a field the spec does not have fails here, naming it
+    return d
+
+
+def judge(d: Decision, rows: dict[str, dict[str, dict]]) -> dict[str, Any]:
+    """The rule applied to per-set rows ({set: {arm: evaluation row}}): per arm its numbers and intervals against
+    the reference, whether it qualifies; ``chosen``: the adopted arm (the reference where none qualifies)."""
+    from evaluation.intervals import compare
+
+    ref = d.reference
+
+    def ci(which: str, arm: str, metric: str) -> list[float]:
+        return compare(rows[which][arm]["per_utterance"], rows[which][ref]["per_utterance"], metric)["ci95"]
+
+    arms: dict[str, dict] = {}
+    for arm in d.arms:
+        out = {which: {m: rows[which][arm].get(m) for m in METRICS} for which in d.sets}
+        if arm != ref:
+            wer = {which: ci(which, arm, "wer") for which in d.sets}
+            better = ci(d.adopt.set, arm, d.adopt.better)
+            wer_ok = all((c[1] <= d.adopt.wer_margin) if d.adopt.wer_margin is not None else c[0] <= 0
+                         for c in wer.values())
+            out |= {"wer_vs_reference_ci95": wer, f"{d.adopt.better}_vs_reference_ci95": better,
+                    "qualifies": wer_ok and better[1] < 0}
+        arms[arm] = out
+    qualifying = [a for a in d.arms if arms[a].get("qualifies")]
+    chosen = min(qualifying, key=lambda a: arms[a][d.adopt.set][d.adopt.better]) if qualifying else ref
+    return {"chosen": chosen, "arms": arms}
+
+
+def score(d: Decision, real: str, adapter: str | None) -> dict[str, dict[str, dict]]:
+    """Every arm (the served spec with its overrides, over ``adapter``) on each dev set: {set: {arm: row}}."""
+    from benchmarks.longform import dev_streams
+    from evaluation.report import evaluate_systems
+    from evaluation.sets import describe, load_split
+    from recognizer.spec import load
+
+    specs = [load(**{**o, "name": arm}).with_(weights={"adapter_dir": adapter}) for arm, o in d.arms.items()]
+    rows = {}
+    for which in d.sets:
+        if which == "streams":
+            units, test_set = dev_streams({"datasets": {"real": real}})
+            result = evaluate_systems(specs, units, test_set=test_set, reference=d.reference, live=False)
+        else:
+            units = load_split([real], ["dev"])
+            result = evaluate_systems(specs, units, test_set=describe([real], ["dev"], units), reference=d.reference)
+        rows[which] = {r["name"]: r for r in result["systems"]}
+    return rows
+
+
+def log_arms(d: Decision, verdict: dict, tracking_uri: str, commit: str) -> dict[str, str]:
+    """One MLflow run per arm (its overrides as params, its numbers per set as metrics); {arm: run id}."""
+    from training.tracking import client, experiment_id
+
+    c = client(tracking_uri)
+    exp = experiment_id(tracking_uri, EXPERIMENT)
+    runs = {}
+    for arm, numbers in verdict["arms"].items():
+        run = c.create_run(exp, run_name=f"{d.name}: {arm}", tags={
+            "decision": d.name, "arm": arm, "reference": str(arm == d.reference), "git_commit": commit,
+            "chosen": str(arm == verdict["chosen"]), "rule": d.rule[:5000]})
+        c.log_param(run.info.run_id, "overrides", json.dumps(d.arms[arm], sort_keys=True)[:6000])
+        for which in d.sets:
+            for metric, value in numbers[which].items():
+                if isinstance(value, (int, float)):
+                    c.log_metric(run.info.run_id, f"{which}.{metric}", float(value))
+        c.set_terminated(run.info.run_id, "FINISHED")
+        runs[arm] = run.info.run_id
+    return runs
+
+
+def record(d: Decision, verdict: dict, commit: str) -> str:
+    """The decision record (docs/decisions/): question, rule, arms, numbers with intervals, verdict, commit."""
+
+    def pct(x: Any) -> str:
+        return "" if x is None else f"{100 * x:.2f}"
+
+    lines = [f"# {d.name}", "", f"**Question.** {d.question}", "", f"**Rule (written before the run).** {d.rule}",
+             "", "**Arms** (overrides of `configs/recognizer.yaml`):", ""]
+    lines += [f"- {arm}: `{json.dumps(o, sort_keys=True)}`" for arm, o in d.arms.items()]
+    lines += ["", "| arm | set | WER % | WER − reference [95 %] | median / p90 latency ms | RTF |", "|---|---|---|---|---|---|"]
+    for arm, n in verdict["arms"].items():
+        for which in d.sets:
+            ci = n.get("wer_vs_reference_ci95", {}).get(which)
+            lines.append(f"| {arm} | {which} | {pct(n[which]['wer'])} | "
+                         f"{'' if ci is None else f'[{pct(ci[0])}, {pct(ci[1])}]'} | "
+                         f"{n[which]['word_latency_ms_median']} / {n[which]['word_latency_ms_p90']} | {n[which]['rtf']} |")
+    better = {a: n.get(f"{d.adopt.better}_vs_reference_ci95") for a, n in verdict["arms"].items() if a != d.reference}
+    lines += ["", f"{d.adopt.better} − reference on {d.adopt.set} [95 %]: " +
+              ", ".join(f"{a} {ci}" for a, ci in better.items()), "",
+              f"**Verdict.** {verdict['chosen']}" + (" (the reference stays)" if verdict["chosen"] == d.reference
+                                                    else " adopted"), "", f"Commit: {commit}. Per-arm runs: MLflow "
+              f"experiment `{EXPERIMENT}`.", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("decision", help="the decision file (YAML)")
+    parser.add_argument("--real", required=True, help="the real-speech dataset version (its `dev` split is used)")
+    parser.add_argument("--adapter", help="the causal adapter the arms run on (default: the original weights)")
+    parser.add_argument("--tracking-uri", default=None)
+    parser.add_argument("--out", default=str(REPO / "docs" / "decisions"), help="where the record is written")
+    args = parser.parse_args()
+    from training.tracking import default_tracking_uri
+
+    d = load_decision(args.decision)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=REPO).stdout.strip()
+    verdict = judge(d, score(d, args.real, args.adapter))
+    runs = log_arms(d, verdict, args.tracking_uri or default_tracking_uri(), commit)
+    path = Path(args.out) / f"{d.name}.md"
+    path.write_text(record(d, verdict, commit), encoding="utf-8")
+    print(json.dumps({"chosen": verdict["chosen"], "record": str(path), "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""The dev-decision runner (benchmarks.decide): a decision file is checked before anything runs, the rule is applied
+to per-utterance rows only (adopt where separably better at the same words, else the reference stays), each arm
+becomes a run in a real MLflow store, and the record names the rule, the intervals and the verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.decide import judge, load_decision, log_arms, record
+
+N = 12  # utterances / streams
+
+
+def _row(name: str, errors: list[int], latency_ms: list[float], rtf: float = 0.3) -> dict:
+    per = [{"utt_id": f"s{i}", "ref_words": 50, "errors": e, "word_latency_ms": [lat] * 10,
+            "compute_ms": rtf * 1000, "audio_ms": 1000} for i, (e, lat) in enumerate(zip(errors, latency_ms))]
+    return {"name": name, "wer": sum(errors) / (50 * N), "rtf": rtf, "per_utterance": per,
+            "word_latency_ms_median": sorted(latency_ms)[N // 2], "word_latency_ms_p90": max(latency_ms)}
+
+
+def _decision(tmp_path, **over) -> object:
+    text = """
+name: heartbeat-300
+question: Do more verifier passes make finals sooner?
+rule: Adopt an arm separably sooner on the streams within 1 WER point on every set.
+reference: served
+arms:
+  served: {}
+  sooner: {second_pass: {heartbeat_ms: 300}}
+  worse: {second_pass: {heartbeat_ms: 300, every_ms: 600}}
+sets: [real, streams]
+adopt: {better: word_latency_ms_median, set: streams, wer_margin: 0.01}
+"""
+    path = tmp_path / "d.yaml"
+    path.write_text(text + "".join(f"{k}: {v}\n" for k, v in over.items()))
+    return load_decision(path)
+
+
+def _rows(sooner_errors: list[int]) -> dict:
+    base, lat = [5] * N, [1200.0 + 10 * i for i in range(N)]
+    return {which: {"served": _row("served", base, lat),
+                    "sooner": _row("sooner", sooner_errors, [x - 300 + (i % 3) * 20 for i, x in enumerate(lat)]),
+                    "worse": _row("worse", [e + 3 for e in base], [x + 100 for x in lat])}
+            for which in ("real", "streams")}
+
+
+def test_a_separably_sooner_arm_at_the_same_words_is_adopted(tmp_path):
+    d = _decision(tmp_path)
+    verdict = judge(d, _rows([5] * N))
+    assert verdict["chosen"] == "sooner" and verdict["arms"]["sooner"]["qualifies"]
+    assert not verdict["arms"]["worse"]["qualifies"]  # later, and more errors
+    assert verdict["arms"]["sooner"]["word_latency_ms_median_vs_reference_ci95"][1] < 0
+
+
+def test_an_arm_past_the_wer_margin_is_not_adopted_and_the_reference_stays(tmp_path):
+    d = _decision(tmp_path)
+    verdict = judge(d, _rows([6 + i % 3 for i in range(N)]))  # sooner, but 2-4 points of WER worse everywhere
+    assert verdict["chosen"] == "served" and not verdict["arms"]["sooner"]["qualifies"]
+    assert verdict["arms"]["sooner"]["wer_vs_reference_ci95"]["real"][1] > 0.01
+
+
+def test_a_bad_decision_file_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match="reference"):
+        _decision(tmp_path, reference="nobody")
+    with pytest.raises(ValueError, match="sets"):
+        _decision(tmp_path, sets="[test]")  # test is never a set a decision reads
+    with pytest.raises(ValueError, match="adopt.better"):
+        _decision(tmp_path, adopt="{better: vibes, set: streams}")
+    with pytest.raises(Exception, match="colour"):
+        _decision(tmp_path, arms="{served: {}, odd: {second_pass: {colour: red}}}")
+
+
+def test_each_arm_is_an_mlflow_run_and_the_record_names_rule_intervals_and_verdict(tmp_path):
+    from training.tracking import client
+
+    d = _decision(tmp_path)
+    verdict = judge(d, _rows([5] * N))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    runs = log_arms(d, verdict, uri, "abc1234")
+    assert set(runs) == set(d.arms)
+    run = client(uri).get_run(runs["sooner"])
+    assert run.data.tags["chosen"] == "True" and run.data.tags["decision"] == "heartbeat-300"
+    assert run.data.metrics["streams.word_latency_ms_median"] < run.data.metrics["streams.wer"] + 1e6
+    assert "heartbeat_ms" in run.data.params["overrides"]
+    text = record(d, verdict, "abc1234")
+    assert d.rule in text and "**Verdict.** sooner adopted" in text and "abc1234" in text
+    assert "[" in text.split("| sooner | real |")[1].splitlines()[0]  # the WER interval against the reference
