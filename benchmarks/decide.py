@@ -110,7 +110,7 @@ def judge(d: Decision, rows: dict[str, dict[str, dict]]) -> dict[str, Any]:
 def score(d: Decision, real: str, adapter: str | None) -> dict[str, dict[str, dict]]:
     """Every arm (the served spec with its overrides, over ``adapter``) on each dev set: {set: {arm: row}}."""
     from benchmarks.longform import dev_streams
-    from evaluation.report import evaluate_systems
+    from recognizer.evaluate import evaluate_systems
     from evaluation.sets import describe, load_split
     from recognizer.spec import load
 
@@ -129,7 +129,7 @@ def score(d: Decision, real: str, adapter: str | None) -> dict[str, dict[str, di
 
 def log_arms(d: Decision, verdict: dict, tracking_uri: str, commit: str) -> dict[str, str]:
     """One MLflow run per arm (its overrides as params, its numbers per set as metrics); {arm: run id}."""
-    from training.tracking import client, experiment_id
+    from data.tracking import client, experiment_id
 
     c = client(tracking_uri)
     exp = experiment_id(tracking_uri, EXPERIMENT)
@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--tracking-uri", default=None)
     parser.add_argument("--out", default=str(REPO / "docs" / "decisions"), help="where the record is written")
     args = parser.parse_args()
-    from training.tracking import default_tracking_uri
+    from data.tracking import default_tracking_uri
 
     d = load_decision(args.decision)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,

@@ -119,7 +119,7 @@ def hour_check(minutes: int, spec) -> dict:
     import numpy as np
 
     from recognizer.build import build
-    from training.metrics import wer
+    from evaluation.metrics import wer
 
     stream, period = repeated_speech(minutes)
     recognizer, _ = build(spec)
@@ -161,7 +161,8 @@ def main() -> None:
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
 
-    from evaluation.report import evaluate_systems, write_report
+    from evaluation.report import write_report
+    from recognizer.evaluate import evaluate_systems
 
     if args.hour_check_only:  # the 60-min checks alone, into longform.json beside the evaluation already there
         from recognizer.spec import from_dict

@@ -24,7 +24,7 @@ champion() {  # the version behind @champion: its spec name, kind and the gate's
   .venv/bin/python - <<'PY'
 import json
 from mlflow import MlflowClient
-from training.tracking import default_tracking_uri
+from data.tracking import default_tracking_uri
 c = MlflowClient(default_tracking_uri())
 v = c.get_model_version_by_alias("whisperline-recognizer-tiny.en", "champion")
 run = c.get_run(v.run_id)
@@ -69,8 +69,8 @@ import json, sys
 from data.audio import load_audio
 from evaluation.repetition import utterance_repetition
 from evaluation.systems import faster_whisper_model, faster_whisper_text
-from training.metrics.wer import wer
-from training.weights import ct2_files
+from evaluation.metrics.wer import wer
+from data.weights import ct2_files
 audio = load_audio(sys.argv[1], max_duration_s=24 * 3600.0).samples
 text = faster_whisper_text(faster_whisper_model(ct2_files("tiny.en").model_parts[0].parent), audio)
 print(json.dumps({"wer": round(wer([sys.argv[2]], [text]), 4), **utterance_repetition(text, sys.argv[2]), "text": text}))

@@ -54,7 +54,7 @@ def _pct(values, q: float) -> float | None:
 
 def stream_latencies(s: Stream, by_id: dict) -> dict[str, dict[int, float]]:
     """{"first"|"final": {reference word index: latency ms}} of one utterance's correctly recognised words."""
-    from training.metrics.emission import word_emission_latencies
+    from evaluation.metrics.emission import word_emission_latencies
 
     first, final = word_times(s.snapshots)
     ref = by_id[s.utt_id].words
@@ -68,7 +68,7 @@ def level_summary(clients: list[list[Stream]], by_id: dict, cpu: float,
     others' *added* latency is measured against: the same word of the same utterance served alone)."""
     from evaluation.repetition import summary as repetition_summary
     from evaluation.repetition import utterance_repetition
-    from training.metrics.wer import wer
+    from evaluation.metrics.wer import wer
 
     per_stream, pooled, delays, errors, refs, hyps = [], {"first": [], "final": []}, [], 0, [], []
     repetition = []  # every stream's finals at this level, not only N = 1's: load must not make a server repeat
@@ -127,7 +127,7 @@ def utterance_row(s: Stream, by_id: dict, lat: dict[str, dict[int, float]] | Non
     :func:`stream_latencies`, None for a failed stream, which counts every reference word as lost and stays in
     the pairing)."""
     from evaluation.repetition import utterance_repetition
-    from training.metrics import utterance_counts
+    from evaluation.metrics import utterance_counts
 
     hyp = "" if lat is None else transcript(s)
     counts = utterance_counts([by_id[s.utt_id].reference], [hyp])[0]
@@ -179,7 +179,7 @@ def start_ours(out: Path, port: int, args, **settings_overrides) -> tuple[str, d
 
     from serving.app import ServeSettings, run
     from serving.models import resolve
-    from training.tracking import client
+    from data.tracking import client
 
     if args.model:
         from recognizer.registry import parse_model_uri

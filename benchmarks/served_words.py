@@ -29,7 +29,7 @@ def transcripts(real: str, adapter: str) -> dict:
     from evaluation.sets import load_split
     from recognizer.build import Models, build
     from recognizer.spec import load
-    from streaming.evaluate import stream_all
+    from evaluation.streamed import stream_all
     from streaming.precision import machine_info, resolve_precision
 
     torch.set_num_threads(1)

@@ -75,7 +75,7 @@ def base_sizes(args) -> list[tuple[str, str, str | None, int]]:
 def profile(configs, utterances, precision: str | None) -> list[dict]:
     from training.causal.evaluate import load_tuned
     from streaming.engine import CausalStreamingEngine
-    from streaming.evaluate import stream_all
+    from evaluation.streamed import stream_all
     from streaming.precision import resolve_precision
     from streaming.profiling import StepProfile
 
@@ -202,10 +202,10 @@ def main() -> None:
     from benchmarks.common import realspeech_path
     from benchmarks.evaluation import build_datasets
     from tasks.runtime import prefect_api
-    from evaluation.report import evaluate_systems
+    from recognizer.evaluate import evaluate_systems
     from evaluation.sets import describe, load_split
     from streaming.precision import native_bf16, resolve_precision
-    from training.weights import load_model
+    from data.weights import load_model
 
     torch.set_num_threads(args.threads)
     started = time.perf_counter()

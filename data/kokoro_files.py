@@ -59,7 +59,7 @@ class KokoroFiles:
 
 
 def cache_dir_for(cache_dir: str | Path | None = None) -> Path:
-    """Argument, else $WHISPERLINE_CACHE, else ~/.cache/whisperline/models: as training.weights.converted_cache_dir
+    """Argument, else $WHISPERLINE_CACHE, else ~/.cache/whisperline/models: as data.weights.converted_cache_dir
     (not imported: data/ does not import training/)."""
     if cache_dir is not None:
         return Path(cache_dir).expanduser()

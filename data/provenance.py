@@ -30,7 +30,7 @@ from data import fs
 from data.leakage import LeakageError, content_hashes
 
 # the metadata files that record an artifact's training data (training.lora.adapter.ADAPTER_META,
-# training.hush_word.frontend.save_hush_word, training.emma.artifact.META); named here, so reading them needs no torch
+# streaming.hush.frontend.save_hush_word, training.emma.artifact.META); named here, so reading them needs no torch
 ADAPTER_META, HUSH_META, POLICY_META = "whisperline_adapter.json", "hush_word.json", "policy.json"
 KINDS = {ADAPTER_META: "adapter", HUSH_META: "hush word", POLICY_META: "EMMA policy"}
 

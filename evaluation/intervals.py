@@ -1,7 +1,7 @@
 """Paired bootstrap 95 % intervals for the evaluate stage's claims: WER, median word latency, RTF, and their
 differences between two systems on the same utterances.
 
-Input: the ``per_utterance`` entries of a report row (``streaming.evaluate.per_utterance``): ``errors``,
+Input: the ``per_utterance`` entries of a report row (``evaluation.streamed.per_utterance``): ``errors``,
 ``ref_words``, ``word_latency_ms`` (a list), ``compute_ms``, ``audio_ms`` and ``utt_id``. The unit resampled is the
 utterance, or with ``groups="recording"`` the recording (the segments of one long-form recording are not
 independent; they are drawn together). The statistics are the corpus ones, recomputed on each resample:

@@ -53,7 +53,7 @@ def record_scoring(path: str | Path, *, test_set: dict[str, Any], systems: Seque
     if not test_set.get("audio_sha256"):
         raise ValueError("a test-set scoring needs the set's audio_sha256 (evaluation.sets.describe)")
     if commit is None:
-        from training.tracking import git_commit
+        from data.tracking import git_commit
 
         commit = git_commit()
     path = Path(path)

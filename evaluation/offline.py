@@ -9,7 +9,7 @@ class FasterWhisperOffline:
     reference of the public toolchain (what whisperlivekit's LocalAgreement runs per step)."""
 
     def __init__(self, model: str = "tiny.en", cpu_threads: int = 2) -> None:
-        from training.weights import ct2_files
+        from data.weights import ct2_files
 
         files = ct2_files(model)
         if files is None:

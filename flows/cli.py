@@ -88,7 +88,7 @@ def evaluate_cmd(
 
     if model:
         from recognizer.registry import load_spec
-        from training.tracking import default_tracking_uri
+        from data.tracking import default_tracking_uri
 
         loaded = [load_spec(tracking_uri or default_tracking_uri(), uri)[0] for uri in model]
         chunks = sorted({s.chunk_ms for s in loaded if s.chunk_ms})
@@ -177,7 +177,7 @@ def sweep_report(
 ) -> None:
     """Rebuild the sweep dashboard (Pareto scatter, parallel coordinates, table) from MLflow and log it to the run."""
     from training.emma.dashboard import log_dashboard, write_dashboard
-    from training.tracking import default_tracking_uri
+    from data.tracking import default_tracking_uri
 
     rows = log_dashboard(tracking_uri or default_tracking_uri(), run_id)
     if out:
@@ -195,7 +195,7 @@ def registry_promote(
 ) -> None:
     """Register the sweep's best trial as challenger; move champion only if it beats the current one."""
     from training.emma.registry import promote
-    from training.tracking import client, default_tracking_uri
+    from data.tracking import client, default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
     if name is None:
@@ -216,7 +216,7 @@ def registry_register(
     registers its own candidates. The same spec, files and code keep their version."""
     from recognizer.registry import register_recognizer
     from recognizer.spec import load
-    from training.tracking import client, default_tracking_uri
+    from data.tracking import client, default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
     reg = register_recognizer(uri, load(spec, **({"weights": {"adapter_dir": adapter}} if adapter else {})))
@@ -242,7 +242,7 @@ def _run_pipeline(config: Path, realspeech: str | None, output_root: Path | None
                   summary_json: Path | None = None) -> None:
     from configs.pipeline import load_pipeline_config
     from flows.pipeline import run_pipeline
-    from training.tracking import default_tracking_uri
+    from data.tracking import default_tracking_uri
 
     cfg = load_pipeline_config(str(config), output_root=str(output_root) if output_root else None,
                                tracking_uri=tracking_uri)

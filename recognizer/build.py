@@ -88,7 +88,7 @@ def two_pass(spec: RecognizerSpec, engine, models: Models):
     sp = spec.second_pass
     hush = None
     if sp.hush_dir:
-        from training.hush_word.frontend import load_hush_word
+        from streaming.hush.frontend import load_hush_word
 
         hush = load_hush_word(sp.hush_dir)
     verifier = Verifier(models.get(spec.model, None, precision=spec.weights.precision), hush, sp.padding,

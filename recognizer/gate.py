@@ -198,7 +198,7 @@ def promote(tracking_uri: str, rows: Sequence[Mapping[str, Any]], versions: Mapp
     ``rows``: the dev evaluation's rows (the offline references among them), ``versions``: row name → the
     registration (``registered_model``, ``version``). Returns {alias: {name, version, reason}}, the versions set
     aside for repeating (``excluded``: name → reason) and the rule."""
-    from training.tracking import client
+    from data.tracking import client
 
     c = client(tracking_uri)
     scored = [r for r in rows if r["name"] in versions]

@@ -62,8 +62,8 @@ def register_recognizer(tracking_uri: str, spec: RecognizerSpec, *, name: str | 
                         tags: Mapping[str, str] | None = None) -> dict[str, str]:
     """Register ``spec`` (idempotent on its key); returns registered_model, version, run_id, kind, key."""
     from recognizer import pyfunc_model
-    from training.tracking import audio_signature, client, experiment_id, git_commit, log_pyfunc_model
-    from training.weights import checkpoint_sha256
+    from data.tracking import audio_signature, client, experiment_id, git_commit, log_pyfunc_model
+    from data.weights import checkpoint_sha256
 
     values, artifacts = portable(spec)
     name = name or registered_name(spec.model)
@@ -121,7 +121,7 @@ def load_spec(tracking_uri: str, uri: str, dst: str | Path | None = None) -> tup
     """A registered recognizer's spec with its artifacts downloaded (under ``dst``); and the version it came from."""
     import mlflow
 
-    from training.tracking import client
+    from data.tracking import client
 
     name, alias, version = parse_model_uri(uri)
     c = client(tracking_uri)

@@ -48,7 +48,7 @@ class ServedVersion:
 
 def resolve(tracking_uri: str, registered_model: str, alias: str) -> ServedVersion:
     """The version behind ``alias`` now, with what it was trained from (its run's tags)."""
-    from training.tracking import client
+    from data.tracking import client
 
     c = client(tracking_uri)
     try:

@@ -115,7 +115,7 @@ class Verifier:
                  prompt: list[int] | None = None) -> VerifierWords:
         """The words past ``final_tokens``; ``last``: the end-of-stream pass (under ``final_condition``);
         ``prompt``: the text before ``audio`` (tokens), as Whisper's previous-text context."""
-        from training.hush_word.transcribe import condition_mel
+        from streaming.hush.transcribe import condition_mel
 
         mel = condition_mel(self.model, audio, self.final_condition if last else self.condition, self.hush)
         frames = self.encoder(mel[None].to(next(self.model.parameters()).dtype), mask=None)[0]

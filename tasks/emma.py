@@ -13,8 +13,8 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from configs.emma import SweepConfig
-from training.causal.data import dataset_ref
-from training.tracking import default_tracking_uri, flatten, git_commit, open_run
+from data.utterances import dataset_ref
+from data.tracking import default_tracking_uri, flatten, git_commit, open_run
 
 
 def eval_set_id(sweep: SweepConfig) -> str:
@@ -46,8 +46,8 @@ def sweep_key(sweep: SweepConfig) -> str:
 def open_sweep_run(sweep: SweepConfig) -> tuple[str, str, bool]:
     """(tracking URI, the sweep's MLflow parent run, already finished?): a finished sweep with the same key is
     returned as done; an unfinished one is reopened; otherwise a new parent run."""
-    from training.tracking import finished_run
-    from training.weights import checkpoint_sha256
+    from data.tracking import finished_run
+    from data.weights import checkpoint_sha256
 
     from data.leakage import check_held_out
 
@@ -84,7 +84,7 @@ def sweep_trials(sweep: SweepConfig, tracking_uri: str, parent_run_id: str) -> l
 def sweep_dashboard(tracking_uri: str, parent_run_id: str, references: dict[str, tuple[float, float]] | None = None
                     ) -> list[dict]:
     from training.emma.dashboard import log_dashboard
-    from training.tracking import client
+    from data.tracking import client
 
     rows = log_dashboard(tracking_uri, parent_run_id, references)
     c = client(tracking_uri)
@@ -101,7 +101,7 @@ def sweep_dashboard(tracking_uri: str, parent_run_id: str, references: dict[str,
 def promote_best(tracking_uri: str, parent_run_id: str, registered_name: str, al_budget_ms: float | None) -> dict:
     from training.emma.registry import promote
 
-    from training.tracking import client
+    from data.tracking import client
 
     decision = promote(tracking_uri, parent_run_id, registered_name, al_budget_ms)
     client(tracking_uri).set_tag(parent_run_id, "promoted_version", decision["version"])

@@ -27,7 +27,8 @@ def evaluate_held_out(specs: list[RecognizerSpec], test_datasets: list[str], tra
     to the ledger at ``ledger_path`` (commit, systems, ``purpose``) and the report states how often that test set
     has been scored for ``purpose``."""
     from data.provenance import check_artifacts_held_out
-    from evaluation.report import evaluate_systems, log_report, write_report
+    from evaluation.report import log_report, write_report
+    from recognizer.evaluate import evaluate_systems
     from evaluation.sets import describe, load_split
 
     provenance = check_artifacts_held_out(artifact_dirs(specs), test_datasets, [split],

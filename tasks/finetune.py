@@ -15,7 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from configs.finetune import FinetuneConfig
 from data.store import sha256_text
-from training.tracking import default_tracking_uri
+from data.tracking import default_tracking_uri
 from training.causal.evaluate import evaluate_streaming
 from training.causal.run import run_finetune, run_key
 

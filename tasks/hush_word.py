@@ -10,7 +10,7 @@ from prefect.cache_policies import NO_CACHE
 
 from configs.hush_word import HushWordConfig
 from data.store import sha256_text
-from training.tracking import default_tracking_uri
+from data.tracking import default_tracking_uri
 from training.raytrain import run_key
 
 
@@ -38,9 +38,9 @@ def evaluate_hush_word_task(model_name: str, hush_word_dir: str | None, realspee
                             limit: int | None = None) -> dict:
     """Every input condition on the real speech utterances [skip : skip + limit] (speech the hush word never saw)."""
     from training.hush_word.evaluate import evaluate_conditions
-    from training.hush_word.frontend import load_hush_word
+    from streaming.hush.frontend import load_hush_word
     from evaluation.sets import load_realspeech
-    from training.weights import load_model
+    from data.weights import load_model
 
     utterances = load_realspeech(realspeech)[skip : (skip + limit) if limit else None]
     hush = load_hush_word(hush_word_dir) if hush_word_dir else None

@@ -17,7 +17,7 @@ from configs.pipeline import PipelineConfig
 def preflight(config: PipelineConfig) -> str:
     """Before any work: the tracking store answers (bounded tries, clear error). The config itself was checked when
     it was built (``PipelineConfig`` validates every stage)."""
-    from training.tracking import default_tracking_uri, require_tracking
+    from data.tracking import default_tracking_uri, require_tracking
 
     uri = config.tracking_uri or default_tracking_uri()
     require_tracking(uri)
@@ -78,7 +78,7 @@ def dev_selected_emma(config: PipelineConfig, adapters: dict[int, str], sweep: d
     trial = (sweep or {}).get("promotion", {}).get("trial") or {}
     if not trial.get("run_id") or config.sweep_chunk_ms not in adapters:
         return None
-    from training.tracking import client
+    from data.tracking import client
 
     from recognizer.spec import Decoding
 
@@ -89,7 +89,7 @@ def dev_selected_emma(config: PipelineConfig, adapters: dict[int, str], sweep: d
 def tag_version_test_numbers(tracking_uri: str, registered_model: str, version: str, row: dict, test_set: dict,
                              keys: tuple[str, ...]) -> dict[str, str]:
     """A version chosen on `dev` gets its held-out `test` numbers (reported, never selected on) as ``test_*`` tags."""
-    from training.tracking import client
+    from data.tracking import client
 
     tags = {f"test_{k}": str(row[k]) for k in keys}
     tags |= {"test_set": f"{test_set['n_utterances']} utterances, {test_set['seconds']} s, "

@@ -19,7 +19,7 @@ def original_weights_adapter(directory: Path, chunk_ms: int) -> Path:
     registrable adapter: the original model as a registry version, with no training in the test."""
     from configs.finetune import LoraSettings
     from training.lora import apply_lora, save_adapter
-    from training.weights import checkpoint_sha256, load_model
+    from data.weights import checkpoint_sha256, load_model
 
     model = load_model("tiny.en")
     apply_lora(model, LoraSettings(r=4), seed=0)

@@ -7,7 +7,8 @@ import pytest
 
 from configs.finetune import AugmentSettings
 from training.causal.augment import augment
-from training.causal.data import MAX_SAMPLES, TrainUtterance
+from data.utterances import TrainUtterance
+from training.causal.data import MAX_SAMPLES
 from evaluation.sets import load_realspeech
 
 

@@ -10,7 +10,7 @@ import pytest
 import soundfile as sf
 import torch
 
-from training.metrics import wer
+from evaluation.metrics import wer
 from streaming.baselines import OfflineWhisper
 from streaming.events import run_stream
 
@@ -20,7 +20,7 @@ UTTERANCES = ("cmu_us_aew_a0002", "cmu_us_aew_a0003", "cmu_us_axb_a0006")
 
 @pytest.fixture(scope="module")
 def model():
-    from training.weights import ModelUnavailableError, load_model
+    from data.weights import ModelUnavailableError, load_model
 
     # One intra-op thread: on the shared 2-core machine two OpenMP threads competing with other processes
     # make small decoder steps many times slower; the results do not depend on it.

@@ -75,7 +75,7 @@ def test_build_to_s3_equals_local_and_publishes_by_marker(pool_build, s3_bucket,
     from data import fs
     from data.assemble import verify_version
     from flows.build_dataset import run_build
-    from training.causal.data import read_utterances
+    from data.utterances import read_utterances
 
     local = pool_build  # the local (process pool) build
     root = f"{s3_bucket}/datasets"  # s3://<fresh bucket>/datasets

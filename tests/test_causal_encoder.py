@@ -50,7 +50,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def model():
-    from training.weights import load_model
+    from data.weights import load_model
 
     torch.manual_seed(0)
     return load_model("tiny.en").eval()

@@ -71,7 +71,7 @@ def test_a_bad_decision_file_is_refused_before_anything_runs(tmp_path):
 
 
 def test_each_arm_is_an_mlflow_run_and_the_record_names_rule_intervals_and_verdict(tmp_path):
-    from training.tracking import client
+    from data.tracking import client
 
     d = _decision(tmp_path)
     verdict = judge(d, _rows([5] * N))

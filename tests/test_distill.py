@@ -11,12 +11,13 @@ from pydantic import ValidationError
 from whisper.tokenizer import get_tokenizer
 
 from configs.finetune import DistillSettings, FinetuneConfig, LoraSettings
-from training.causal.data import TrainUtterance, collate, padded_mel
+from data.utterances import TrainUtterance
+from training.causal.data import collate, padded_mel
 from training.causal.objective import SamplePointLoss, kl_teacher_student
 from training.causal.samples import IGNORE
 from training.lora import apply_lora
 from training.lora.adapter import adapters_off
-from training.weights import load_model
+from data.weights import load_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 TEXT = " author of the danger trail philip steels etc"

@@ -14,7 +14,7 @@ from training.emma.decoding import EmmaStreamingDecoder, emma_decoder
 
 @pytest.fixture(scope="module")
 def model():
-    from training.weights import load_model
+    from data.weights import load_model
 
     return load_model("tiny.en").eval()
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from configs.emma import EmmaConfig, SweepConfig
-from training.tracking import client
+from data.tracking import client
 
 pytestmark = pytest.mark.slow
 NAME = "whisperline-emma-tiny.en-300ms"
@@ -21,7 +21,7 @@ def identity_adapter(tmp_path_factory) -> Path:
     """A freshly initialised LoRA adapter (B = 0: the base function) in whisperline's adapter format."""
     from configs.finetune import LoraSettings
     from training.lora import apply_lora, save_adapter
-    from training.weights import checkpoint_sha256, load_model
+    from data.weights import checkpoint_sha256, load_model
 
     settings = LoraSettings(r=4)
     model = load_model("tiny.en")

@@ -39,7 +39,7 @@ SPECS = [RecognizerSpec("offline", "offline", None), RecognizerSpec("causal 300"
 
 def test_evaluate_flow_scores_every_system_on_held_out_speech(test_shards, real_shards, tmp_path, mlflow_server):
     from flows.evaluate import evaluate
-    from training.tracking import client
+    from data.tracking import client
 
     ledger = tmp_path / "test_ledger.jsonl"
     result = evaluate(SPECS, [str(test_shards)], [str(real_shards)], ["train"], out_dir=str(tmp_path),
@@ -90,7 +90,7 @@ def test_repeats_report_medians_of_the_clock_and_one_transcript(test_shards):
     deterministic system writes the same words every time."""
     import statistics
 
-    from evaluation.report import evaluate_systems
+    from recognizer.evaluate import evaluate_systems
     from evaluation.sets import load_split
 
     utterances = load_split([str(test_shards)], ["test"])[:1]

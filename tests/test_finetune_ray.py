@@ -13,8 +13,8 @@ import torch
 
 from configs.finetune import FinetuneConfig
 from training.lora import adapter_state_dict, load_adapter
-from training.tracking import client
-from training.weights import load_model
+from data.tracking import client
+from data.weights import load_model
 
 from conftest import record_drill
 

@@ -12,12 +12,13 @@ import torch
 from whisper.tokenizer import get_tokenizer
 
 from configs.finetune import FinetuneConfig, LoraSettings
-from training.causal.data import TrainUtterance, collate, key_subset, padded_mel, rank_batches
+from data.utterances import TrainUtterance, key_subset
+from training.causal.data import collate, padded_mel, rank_batches
 from training.causal.objective import SamplePointLoss, decoder_logits
 from training.causal.samples import IGNORE, draw_sample_points, target_row, tokens_done, valid_boundaries
 from training.lora import AdapterError, adapter_state_dict, apply_lora, load_adapter, merge_adapter, save_adapter
 from streaming.encoder import CausalEncoder
-from training.weights import checkpoint_sha256, load_model
+from data.weights import checkpoint_sha256, load_model
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -73,7 +73,7 @@ def test_leakage_guard_on_real_manifests(real_shards, tmp_path_factory, realspee
 def test_training_refuses_before_any_run(real_shards, tmp_path):
     from configs.finetune import FinetuneConfig
     from training.causal.run import run_finetune
-    from training.tracking import client
+    from data.tracking import client
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cfg = FinetuneConfig(datasets=(str(real_shards),), validation_datasets=(str(real_shards),),
@@ -88,7 +88,7 @@ def test_training_refuses_before_any_run(real_shards, tmp_path):
 def test_training_refuses_datasets_of_another_vocabulary(real_shards, tmp_path):
     """real_shards hold tiny.en's GPT-2 token ids: the multilingual base must not train on them."""
     from configs.finetune import FinetuneConfig
-    from training.causal.data import DatasetError, check_tokenizer
+    from data.utterances import DatasetError, check_tokenizer
     from training.causal.run import run_finetune
 
     check_tokenizer("tiny.en", [real_shards])  # its own vocabulary: accepted

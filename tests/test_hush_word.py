@@ -13,11 +13,11 @@ from whisper.tokenizer import get_tokenizer
 
 from configs.hush_word import HushWordConfig
 from training.hush_word.evaluate import evaluate_conditions, hallucinated_words
-from training.hush_word.frontend import HushWordError, hushed_mel, load_hush_word, save_hush_word
+from streaming.hush.frontend import HushWordError, hushed_mel, load_hush_word, save_hush_word
 from training.hush_word.objective import hush_loss, target_tokens
-from training.hush_word.transcribe import CONDITIONS, condition_mel
+from streaming.hush.transcribe import CONDITIONS, condition_mel
 from evaluation.sets import load_realspeech
-from training.weights import load_model
+from data.weights import load_model
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -97,7 +97,7 @@ def test_ray_train_job_bounds_registers_and_serves(prefect_server, real_shards, 
     import mlflow
 
     from flows.hush_word import run_hush_word_flow
-    from training.tracking import client
+    from data.tracking import client
 
     cfg = HushWordConfig(datasets=(str(real_shards),), validation_splits=("train",), allow_held_in_validation=True,
                          validation_limit=2, epochs=2, batch_size=1, average_best=2, amplitude_bound=0.002, lr=1e-2, num_workers=2,
@@ -132,7 +132,7 @@ def test_offline_baseline_takes_a_hush_word(tiny, utterances):
 
 
 def test_phrase_crop_cuts_between_words_with_matching_tokens():
-    from training.causal.data import TrainUtterance
+    from data.utterances import TrainUtterance
     from training.hush_word.loop import phrase_crop
 
     tokenizer = get_tokenizer(False)

@@ -18,8 +18,8 @@ import pytest
 from evaluation import intervals
 from evaluation.report import markdown, plot, score_rows
 from evaluation.sets import Utterance
-from training.metrics import normalize
-from streaming.evaluate import evaluate_records, per_utterance
+from evaluation.metrics import normalize
+from evaluation.streamed import evaluate_records, per_utterance
 from streaming.events import Hypothesis, Step, record_from_steps
 
 # (reference, aligned word ends in ms, final hypothesis): numbers, titles, contractions and fillers that the

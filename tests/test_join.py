@@ -11,7 +11,8 @@ from whisper.tokenizer import get_tokenizer
 from configs.finetune import JoinSettings
 from data.tokens import word_tokens
 from evaluation.sets import load_realspeech
-from training.causal.data import SAMPLE_RATE, TrainUtterance, collate, padded_mel
+from data.utterances import TrainUtterance
+from training.causal.data import SAMPLE_RATE, collate, padded_mel
 from training.causal.join import join, join_utterances
 from training.causal.samples import IGNORE
 

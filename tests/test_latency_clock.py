@@ -11,9 +11,9 @@ import pytest
 
 from training.emma.dashboard import mark_pareto
 from training.emma.registry import PromotionRefused, pick_best
-from training.metrics import word_emission_latencies, within_wer_cap
+from evaluation.metrics import word_emission_latencies, within_wer_cap
 from evaluation.sets import Utterance
-from streaming.evaluate import evaluate_records
+from evaluation.streamed import evaluate_records
 from streaming.events import (
     SAMPLE_RATE,
     Hypothesis,
@@ -309,7 +309,7 @@ def _record(*hyps: Hypothesis):
 
 
 def test_partial_rewrite_rate_counts_partials_the_final_text_does_not_keep():
-    from streaming.evaluate import partial_rewrites
+    from evaluation.streamed import partial_rewrites
 
     # "the cat" shown, then "cat" rewritten to "cap", "sat" added; the final text keeps "the", "cap", "sat"
     record = _record(Hypothesis((), ("the", "cat")), Hypothesis(("the",), ("cap", "sat")),
@@ -325,7 +325,7 @@ def test_partial_rewrite_rate_counts_partials_the_final_text_does_not_keep():
 
 
 def test_display_time_is_the_first_display_that_stays():
-    from streaming.evaluate import display_times
+    from evaluation.streamed import display_times
 
     # steps finish at 301, 601, 901, 1201 ms (300 ms chunks, 1 ms compute each)
     record = _record(Hypothesis((), ("the", "cat")), Hypothesis(("the",), ("cap", "sat")),

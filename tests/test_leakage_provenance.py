@@ -52,7 +52,7 @@ def versions(real_shards, realspeech, tmp_path_factory):
 def lora_model():
     from configs.finetune import LoraSettings
     from training.lora import apply_lora
-    from training.weights import load_model
+    from data.weights import load_model
 
     model = load_model("tiny.en")
     apply_lora(model, LoraSettings(r=4), seed=0)
@@ -77,7 +77,7 @@ def adapter(versions, lora_model, tmp_path_factory) -> Path:
 def hush_dir(versions, tmp_path_factory) -> Path:
     """A hush word with the metadata a hush-word run records (run_meta), trained on `train` of the training version."""
     from configs.hush_word import HushWordConfig
-    from training.hush_word.frontend import save_hush_word
+    from streaming.hush.frontend import save_hush_word
     from training.hush_word.run import run_meta
 
     meta = run_meta(HushWordConfig(datasets=(versions["train"],)))

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from training.metrics import (
+from evaluation.metrics import (
     ErrorCounts,
     arwer,
     arwer_counts,
@@ -297,7 +297,7 @@ def test_word_emission_latency_edge_cases():
 
 def test_metrics_import_no_orchestration_frameworks():
     code = (
-        "import sys, training.metrics as m; m.wer(['a b'], ['a c']); "
+        "import sys, evaluation.metrics as m; m.wer(['a b'], ['a c']); "
         "bad = [x for x in ('prefect', 'ray', 'mlflow') if x in sys.modules]; print(bad); sys.exit(bool(bad))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -308,7 +308,7 @@ def test_metrics_import_no_orchestration_frameworks():
 
 
 def test_wer_gate_and_pareto_front():
-    from training.metrics import WER_CAP_POINTS, pareto_front, reference_wer, wer_gate_limit, within_wer_cap
+    from evaluation.metrics import WER_CAP_POINTS, pareto_front, reference_wer, wer_gate_limit, within_wer_cap
 
     assert WER_CAP_POINTS == 0.05  # offline + 5 points (absolute)
     assert within_wer_cap(0.12, 0.07) and not within_wer_cap(0.1201, 0.07)  # exactly offline + cap passes

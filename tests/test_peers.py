@@ -21,7 +21,7 @@ from evaluation.peers import (
     WhisperLiveKitSimulStreaming,
     _PeerWords,
 )
-from training.metrics import wer_counts
+from evaluation.metrics import wer_counts
 from streaming.events import SAMPLE_RATE, Hypothesis, StreamRecord, chunks, run_stream
 
 UTTERANCES = [("cmu_arctic", "cmu_us_aew_a0002"), ("ljspeech", "LJ001-0008")]

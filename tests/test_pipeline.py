@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from configs.pipeline import load_pipeline_config
-from training.tracking import client
+from data.tracking import client
 
 pytestmark = pytest.mark.slow
 PROFILE = "configs/smoke.yaml"

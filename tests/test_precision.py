@@ -160,7 +160,7 @@ def test_the_server_precision_overrides_a_registered_recognizers(tmp_path, caplo
     from serving.models import load, resolve
     from streaming.precision import resolve_precision
     from streaming.quantize import BF16Linear
-    from training.tracking import client
+    from data.tracking import client
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     adapter = original_weights_adapter(tmp_path / "adapter", 1000)

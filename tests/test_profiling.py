@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evaluation.sets import load_realspeech
-from streaming.evaluate import stream_all
+from evaluation.streamed import stream_all
 from streaming.profiling import COMPONENTS, StepProfile
 
 
@@ -19,7 +19,7 @@ def utterance(realspeech: Path):
 @pytest.mark.parametrize("beam_size", [None, 4])
 def test_profile_accounts_for_every_step_and_changes_nothing(utterance, beam_size):
     from streaming.engine import CausalStreamingEngine
-    from training.weights import load_model
+    from data.weights import load_model
 
     model = load_model("tiny.en")
     plain = stream_all(CausalStreamingEngine(model, 300, 600, pad_silence=True, beam_size=beam_size), utterance, 300)

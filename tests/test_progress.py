@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from training.progress import Progress, watch
-from training.tracking import log_metrics, open_run
+from data.tracking import log_metrics, open_run
 
 
 def test_the_line_gives_step_loss_rate_and_eta():

@@ -12,7 +12,7 @@ from configs.finetune import LoraSettings
 from evaluation.sets import load_realspeech
 from training.lora import apply_lora
 from streaming.quantize import quantize_linears
-from training.weights import load_model
+from data.weights import load_model
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_int8_transcript_of_real_speech_matches_fp32_closely(utterance):
     import jiwer
 
     from streaming.baselines.offline import OfflineWhisper
-    from streaming.evaluate import stream_all
+    from evaluation.streamed import stream_all
 
     fp32, int8 = load_model("tiny.en"), load_model("tiny.en")
     quantize_linears(int8, "all")

@@ -67,7 +67,7 @@ def test_finetune_runs_unchanged_as_a_job_on_a_started_cluster(tmp_path, ray_hea
     from prefect.settings import PREFECT_API_URL
     from ray.job_submission import JobStatus, JobSubmissionClient
 
-    from training.tracking import client
+    from data.tracking import client
 
     cfg = {"finetune": {"model": "tiny.en", "chunk_ms": 300, "splits": ["train"], "validation_splits": ["train"],
                         "allow_held_in_validation": True,

@@ -63,7 +63,7 @@ def test_two_pass_round_trips_through_the_registry(uri, adapter, speech, tmp_pat
     from recognizer.registry import load_spec, register_recognizer
     from recognizer.build import build
     from streaming.events import run_stream
-    from training.tracking import client
+    from data.tracking import client
 
     path, audio = speech
     spec = two_pass(adapter)

@@ -76,7 +76,7 @@ def test_the_config_offers_only_verifier_paddings_the_verifier_knows():
 
     from configs.pipeline import PipelineConfig
     from recognizer.spec import SecondPass
-    from training.hush_word.transcribe import CONDITIONS
+    from streaming.hush.transcribe import CONDITIONS
 
     annotation = PipelineConfig.model_fields["two_pass_verifiers"].annotation
     names = set(get_args(get_args(annotation)[0]))
@@ -201,7 +201,7 @@ def test_rows_without_per_utterance_results_or_the_default_fall_back_to_the_lowe
 
 
 def test_promote_tags_the_excluded_version_and_takes_its_aliases_away(tmp_path):
-    from training.tracking import client
+    from data.tracking import client
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     c = client(uri)

@@ -152,7 +152,7 @@ def test_training_survives_a_dead_tracking_server_then_a_killed_pipeline(tmp_pat
     The hush word stage is left out: it would add a Ray Train start-up (~40 s) and tests the same run-key cache as
     the fine-tune's, which the pipeline test re-runs (test_pipeline.py)."""
     from data.assemble import verify_version
-    from training.tracking import client
+    from data.tracking import client
 
     port = free_port()
     url, server = start_mlflow_server(tmp_path / "mlflow", backend_uri=postgres_uri, port=port)
@@ -237,7 +237,7 @@ def test_training_survives_a_dead_tracking_server_then_a_killed_pipeline(tmp_pat
 def test_unreachable_tracking_server_stops_the_pipeline_before_any_work(tmp_path, prefect_server):
     from configs.pipeline import load_pipeline_config
     from flows.pipeline import pipeline
-    from training.tracking import TrackingUnavailable
+    from data.tracking import TrackingUnavailable
 
     cfg = load_pipeline_config("configs/smoke.yaml", output_root=str(tmp_path / "out"),
                                tracking_uri=f"http://127.0.0.1:{free_port()}")
@@ -252,7 +252,7 @@ def test_promotion_refuses_unfinished_trials(tmp_path, mlflow_server):
     """Only FINISHED trials with all their scores can win: a sweep whose trials did not finish promotes nothing."""
     from training.emma.dashboard import trial_rows
     from training.emma.registry import PromotionRefused, promote
-    from training.tracking import client
+    from data.tracking import client
 
     c = client(mlflow_server)
     exp = c.create_experiment(f"drill-promote-{tmp_path.name}")

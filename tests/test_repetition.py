@@ -12,9 +12,10 @@ import pytest
 from test_intervals import _record, _utterance
 
 from evaluation import repetition
-from evaluation.report import ROW_KEYS, TRANSCRIPT_KEYS, _median_row, markdown, score_rows
+from evaluation.report import ROW_KEYS, TRANSCRIPT_KEYS, markdown, score_rows
+from recognizer.evaluate import _median_row
 from evaluation.repetition import has_token_loop, repeated_words, repeats, summary, utterance_repetition
-from streaming.evaluate import evaluate_records, per_utterance
+from evaluation.streamed import evaluate_records, per_utterance
 
 TWICE = "The old pan was covered. The old pan was covered."
 ONCE = "The old pan was covered."

@@ -191,7 +191,7 @@ def _version_folder(realspeech: Path, root: Path) -> Path:
 def test_training_reads_a_dataset_version_from_s3(realspeech, tmp_path, s3_bucket):
     from data.leakage import check_held_out
     from data.manifest import read_manifest, read_rejects
-    from training.causal.data import dataset_ref, read_all, read_utterances
+    from data.utterances import dataset_ref, read_all, read_utterances
     from evaluation.sets import describe, load_split, split_sha256
 
     local = _version_folder(realspeech, tmp_path)
@@ -221,7 +221,7 @@ def test_training_reads_a_dataset_version_from_s3(realspeech, tmp_path, s3_bucke
     assert check_held_out([url], ["train"], [local], ["test"]) == 0
     assert check_held_out([url], ["train"], [url], ["train"], allow=True) == 3
 
-    from training.causal.data import DatasetError
+    from data.utterances import DatasetError
 
     with pytest.raises(DatasetError, match="dataset.json missing"):
         read_utterances(fs.join(s3_bucket, "datasets", "none"), ["train"])

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evaluation.sets import load_realspeech
-from streaming.evaluate import evaluate_records, stream_all
+from evaluation.streamed import evaluate_records, stream_all
 from streaming.events import norm_word
 from streaming.second_pass import TwoPassStreaming, agreed
 from streaming.verifier import Verifier, echo_length
@@ -19,7 +19,7 @@ HUSH = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "hush
 
 @pytest.fixture(scope="module")
 def tiny():
-    from training.weights import load_model
+    from data.weights import load_model
 
     return load_model("tiny.en")
 
@@ -69,7 +69,7 @@ def test_spoken_repeats_are_kept_and_a_loop_past_the_audio_is_cut(tiny, realspee
 
 
 def test_two_pass_finals_are_monotone_early_and_as_good_as_offline(tiny, utterances):
-    from training.hush_word.frontend import load_hush_word
+    from streaming.hush.frontend import load_hush_word
     from streaming.baselines.offline import OfflineWhisper
     from streaming.engine import CausalStreamingEngine
 

@@ -133,7 +133,7 @@ def test_naive_verifier_padding_stays_inside_the_context():
     """Near the end of a segment the verifier's 5 s of zeros would pass 30 s: the padding is shortened instead."""
     import whisper
 
-    from training.hush_word.transcribe import condition_mel
+    from streaming.hush.transcribe import condition_mel
 
     class Dims:
         n_mels = 80

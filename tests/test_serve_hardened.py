@@ -34,7 +34,7 @@ TOKEN = "t0k3n-for-the-test"
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
     from training.causal.run import register_adapter
-    from training.tracking import client
+    from data.tracking import client
 
     root = tmp_path_factory.mktemp("registry")
     uri = f"sqlite:///{root / 'mlflow.db'}"
@@ -206,7 +206,7 @@ def test_uploads_are_refused_before_work(server):
 
 
 def test_a_version_that_fails_to_load_leaves_the_current_one_serving(server, registry, speech):
-    from training.tracking import client
+    from data.tracking import client
 
     client(registry["uri"]).set_registered_model_alias(NAME, "champion", registry["broken"])
     try:

@@ -32,7 +32,7 @@ CHUNK_MS = 1000
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
     from training.causal.run import register_adapter
-    from training.tracking import client
+    from data.tracking import client
 
     root = tmp_path_factory.mktemp("registry")
     uri = f"sqlite:///{root / 'mlflow.db'}"
@@ -248,7 +248,7 @@ def test_capacity_and_backpressure(server, speech, reference):
 
 def test_promotion_during_a_live_stream(server, registry, speech, reference):
     """The alias moves while a stream is open: it completes on its version; the next stream gets the new one."""
-    from training.tracking import client
+    from data.tracking import client
 
     results: dict = {}
     opened = threading.Event()

@@ -23,7 +23,7 @@ CHUNK_MS = 1000
 def registry(tmp_path_factory):
     from recognizer.registry import register_recognizer
     from recognizer.spec import RecognizerSpec, SecondPass, Weights
-    from training.tracking import client
+    from data.tracking import client
 
     root = tmp_path_factory.mktemp("recognizer-registry")
     uri = f"sqlite:///{root / 'mlflow.db'}"
@@ -75,7 +75,7 @@ def _evaluated(registry, utterances, tmp_path) -> list[str]:
     """What `whisperline evaluate --model models:/NAME@champion` scores: the spec read back from the registry,
     built by the one builder, every utterance streamed (PCM16-rounded audio, as the socket carries it)."""
     from recognizer.registry import load_spec
-    from evaluation.report import evaluate_systems
+    from recognizer.evaluate import evaluate_systems
 
     spec, version = load_spec(registry["uri"], f"models:/{registry['registered_model']}@champion", tmp_path)
     assert version["version"] == registry["version"] and spec.kind == "two-pass"

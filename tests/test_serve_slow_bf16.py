@@ -67,7 +67,7 @@ def register_served_spec(root: Path, alias: str = "champion") -> dict:
     store under ``root`` as the pipeline registered a champion before precision was resolved per machine."""
     from recognizer.registry import register_recognizer
     from recognizer.spec import load
-    from training.tracking import client
+    from data.tracking import client
 
     spec = load(weights={"precision": "bf16-all"})
     assert spec.kind == "two-pass" and spec.weights.adapter_dir is None
@@ -189,7 +189,7 @@ def server(registry, tmp_path_factory):
 
 
 def test_bf16_champion_served_without_native_bf16_keeps_up_in_fp32(server, registry, speech):
-    from training.metrics import wer
+    from evaluation.metrics import wer
 
     version = get_json(f"{server}/version")
     assert version["version"] == registry["version"] and version["kind"] == "two-pass"

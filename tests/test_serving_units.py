@@ -18,7 +18,7 @@ from streaming.events import run_stream
 @pytest.fixture(scope="module")
 def engine():
     from streaming.engine import CausalStreamingEngine
-    from training.weights import load_model
+    from data.weights import load_model
 
     return CausalStreamingEngine(load_model("tiny.en"), 300, 600, pad_silence=True)
 
@@ -105,7 +105,7 @@ def test_a_session_behind_real_time_catches_up_in_one_step(engine, utterance):
     assert summary["caught_up_steps"] >= 1 and session.stats.fed_samples == len(utterance.audio)
     offline = run_stream(engine, utterance.audio, 300).text.split()
     # the same recognizer in larger steps: not the same words as chunk by chunk, but no worse a transcript
-    from training.metrics import wer
+    from evaluation.metrics import wer
 
     assert session.text.split()[0] == offline[0]
     assert wer([utterance.reference], [session.text]) <= wer([utterance.reference], [" ".join(offline)]) + 0.25
@@ -162,7 +162,7 @@ def test_a_stream_that_falls_behind_and_catches_up_finalizes_no_repeat_and_no_lo
     from evaluation.repetition import utterance_repetition
     from recognizer.build import build
     from recognizer.spec import load
-    from training.metrics import wer
+    from evaluation.metrics import wer
 
     longform = realspeech.parent / "longform"
     rows = [line.split("\t") for line in (longform / "segments_ljspeech.tsv").read_text().splitlines()[1:]]

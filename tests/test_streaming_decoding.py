@@ -16,7 +16,7 @@ from streaming.decoding import StreamingGreedyDecoder, split_words
 
 @pytest.fixture(scope="module")
 def tiny():
-    from training.weights import load_model
+    from data.weights import load_model
 
     return load_model("tiny.en")
 
@@ -59,7 +59,7 @@ def test_decoders_on_full_audio_equal_whisper_decode(tiny, tokenizer, realspeech
 
 def test_greedy_on_growing_audio_keeps_committed_tokens(tiny, tokenizer, realspeech: Path):
     """Feed 30 s-padded encoder frames in growing prefixes: committed words only ever extend."""
-    from training.metrics import utterance_wer
+    from evaluation.metrics import utterance_wer
 
     mel, features = _features(tiny, realspeech / "ljspeech/wav/LJ001-0001.wav")
     n_speech = int(sf.info(realspeech / "ljspeech/wav/LJ001-0001.wav").duration * 50)

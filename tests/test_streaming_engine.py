@@ -9,13 +9,13 @@ import pytest
 
 from streaming.engine import CausalStreamingEngine
 from evaluation.sets import load_realspeech
-from streaming.evaluate import evaluate_records, stream_all
+from evaluation.streamed import evaluate_records, stream_all
 from streaming.events import Hypothesis, chunks, run_stream
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    from training.weights import load_model
+    from data.weights import load_model
 
     return load_model("tiny.en")
 

@@ -19,7 +19,7 @@ from streaming.word_times import quiet_cut
 
 @pytest.fixture(scope="module")
 def tiny():
-    from training.weights import load_model
+    from data.weights import load_model
 
     return load_model("tiny.en")
 
@@ -76,7 +76,7 @@ def test_a_windowed_verifier_stays_bounded_with_the_same_words(tiny, speech):
     from streaming.engine import CausalStreamingEngine
     from streaming.events import run_stream
     from streaming.segmented import Segmented
-    from training.metrics import wer
+    from evaluation.metrics import wer
 
     # utterances joined to just over 20 s: one segment (Segmented cuts by 27 s), which the unwindowed verifier
     # re-encodes whole at every pass; a longer stream costs T² more here and shows nothing more about the window

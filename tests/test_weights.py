@@ -26,9 +26,9 @@ import torch
 import whisper
 from whisper.model import ModelDimensions, Whisper, sinusoids
 
-from training.ct2 import CT2Model, read_ct2_model
-from training.ct2_whisper import decode_alignment_heads
-from training.weights import (
+from data.ct2 import CT2Model, read_ct2_model
+from data.ct2_whisper import decode_alignment_heads
+from data.weights import (
     CT2Files,
     ModelUnavailableError,
     WeightsError,

@@ -7,8 +7,8 @@ def assert_whisper_understands(items: list, n: int) -> None:
     """tiny.en transcribes the first ``n`` corpus items with WER < 30 %: the speech says the text."""
     import soundfile as sf
 
-    from training.metrics.wer import utterance_wer
-    from training.weights import load_model
+    from evaluation.metrics.wer import utterance_wer
+    from data.weights import load_model
 
     model = load_model("tiny.en", allow_download=False)
     for it in items[:n]:

@@ -64,7 +64,7 @@ def watch(tracking_uri: str, run_id: str, progress: Progress | None, say: Callab
     if progress is None or say is None:
         yield
         return
-    from training.tracking import client
+    from data.tracking import client
 
     stop = threading.Event()
 

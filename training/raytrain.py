@@ -43,7 +43,7 @@ def run_key(config_hash: str, datasets: Sequence[str], validation_datasets: Sequ
     """What a run learns: its config hash, the version ids of its training and validation data, and the code that
     trains (a fixed objective or data reader must not silently reuse an adapter trained by the old code)."""
     from data.versioning import code_version
-    from training.causal.data import dataset_ref
+    from data.utterances import dataset_ref
 
     train = [dataset_ref(d)["version_id"] for d in datasets]
     val = [dataset_ref(d)["version_id"] for d in validation_datasets]
@@ -99,7 +99,7 @@ def mark_failed(tracking_uri: str, run_id: str) -> None:
     stays unfinished, which a re-run reopens just the same: never an error that hides the training's own."""
     import logging
 
-    from training.tracking import client
+    from data.tracking import client
 
     try:
         client(tracking_uri).set_terminated(run_id, status="FAILED")
@@ -128,7 +128,7 @@ class WorkerSetup:
         import torch
         from whisper.tokenizer import get_tokenizer
 
-        from training.weights import checkpoint_sha256, load_model
+        from data.weights import checkpoint_sha256, load_model
 
         self.run_id, self.tracking_uri, self.meta = config.get("run_id"), config.get("tracking_uri"), config["meta"]
         self.node_pid = os.getppid()  # the raylet that started this worker
@@ -154,9 +154,9 @@ class WorkerSetup:
     def log(self, metrics: dict[str, float], step: int) -> None:
         """Metrics into the run's MLflow record, from rank 0 only (every rank first checks that its node lives: the
         loops log before every checkpoint and report)."""
-        from training.tracking import log_metrics
+        from data.tracking import log_metrics
 
-        from training.tracking import TrackingUnavailable
+        from data.tracking import TrackingUnavailable
 
         self.stop_if_orphaned(step)
         if self.rank == 0 and self.run_id:

@@ -28,7 +28,7 @@ class WhisperDtwAligner(Aligner):
     name = "whisper"
 
     def __init__(self, model: str = "tiny.en", medfilt_width: int = 7) -> None:
-        from training.weights import checkpoint_sha256, load_model
+        from data.weights import checkpoint_sha256, load_model
 
         self.model_name = model
         self.medfilt_width = int(medfilt_width)

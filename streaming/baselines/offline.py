@@ -48,7 +48,7 @@ def pad30_mel(model: Whisper) -> MelFunction:
 def hush_word_mel(model: Whisper, hush: np.ndarray) -> MelFunction:
     """The hush-word front end (``padding=hush_word_mel(model, hush)``): speech ⊕ the learned segment at its real
     length, no 30 s padding."""
-    from training.hush_word.transcribe import condition_mel
+    from streaming.hush.transcribe import condition_mel
 
     return lambda audio: condition_mel(model, audio, "hush", hush).to(model.device)
 
@@ -127,7 +127,7 @@ class OfflineWhisper:
         mel = self.mel(audio)
         model = self.model
         if mel.shape[-1] != whisper.audio.N_FRAMES:  # a real-length front end (hush word): variable-length encoder
-            from training.hush_word.frontend import variable_length_view
+            from streaming.hush.frontend import variable_length_view
 
             model = self._view = getattr(self, "_view", None) or variable_length_view(self.model)
         with torch.no_grad():

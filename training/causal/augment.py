@@ -21,7 +21,8 @@ import dataclasses
 import numpy as np
 
 from configs.finetune import AugmentSettings
-from training.causal.data import MAX_SAMPLES, SAMPLE_RATE, TrainUtterance
+from data.utterances import TrainUtterance
+from training.causal.data import MAX_SAMPLES, SAMPLE_RATE
 
 
 def _room(audio: np.ndarray, rt60_s: float, rng: np.random.Generator) -> np.ndarray:

@@ -21,7 +21,7 @@ def load_tuned(model_name: str, adapter_dir: str | Path | None, merge: bool = Tr
     (``streaming.precision.resolve_precision``: ``"auto"``, and a bf16 name where the CPU has no native bf16)."""
     from streaming.precision import resolve_precision
     from training.lora import load_adapter, merge_adapter
-    from training.weights import checkpoint_sha256, load_model
+    from data.weights import checkpoint_sha256, load_model
 
     lowering = resolve_precision(precision).lowering  # a bad name fails before any weight is read
     model = load_model(model_name)

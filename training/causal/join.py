@@ -19,7 +19,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from configs.finetune import JoinSettings
-from training.causal.data import SAMPLE_RATE, TrainUtterance
+from data.utterances import TrainUtterance
+from training.causal.data import SAMPLE_RATE
 
 
 def join_utterances(parts: Sequence[TrainUtterance], gaps_ms: Sequence[int]) -> TrainUtterance:

@@ -25,7 +25,9 @@ import torch
 
 from configs.finetune import FinetuneConfig
 from training.causal.augment import augment
-from training.causal.data import TrainUtterance, collate, padded_mel, rank_batches, read_all
+from evaluation.sets import eval_utterance
+from data.utterances import TrainUtterance, read_all
+from training.causal.data import collate, padded_mel, rank_batches
 from training.causal.join import join
 from training.causal.objective import SamplePointLoss
 from training.causal.validate import streaming_scores
@@ -180,7 +182,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     tokenizer = setup.tokenizer
     prefix = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
     utterances = read_all(cfg.datasets, cfg.splits, fraction=cfg.train_fraction)
-    validation = ([u.as_eval_utterance() for u in read_all(cfg.validation_datasets, cfg.validation_splits,
+    validation = ([eval_utterance(u) for u in read_all(cfg.validation_datasets, cfg.validation_splits,
                                                               cfg.validation_limit)]
                   if rank == 0 and cfg.validation_datasets else [])
     mels = MelCache(cfg.margin_ms, model.dims.n_mels)

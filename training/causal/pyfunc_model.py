@@ -19,7 +19,7 @@ from mlflow.pyfunc import PythonModel
 class CausalStreamingModel(PythonModel):
     def load_context(self, context) -> None:
         from training.lora import load_adapter, read_adapter_meta
-        from training.weights import checkpoint_sha256, load_model
+        from data.weights import checkpoint_sha256, load_model
 
         adapter = context.artifacts["adapter"]
         self.meta = read_adapter_meta(adapter)

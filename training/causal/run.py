@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from configs.finetune import FinetuneConfig
-from training.causal.data import check_tokenizer, dataset_ref
+from data.utterances import check_tokenizer, dataset_ref
 from data.leakage import check_held_out
 from training.progress import Progress
 from training.raytrain import TrainingFailed, ensure_ray, fit
 from training.raytrain import run_key as dataset_run_key
-from training.tracking import audio_signature, default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
+from data.tracking import audio_signature, default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
 
 log = logging.getLogger("whisperline.finetune")
 
@@ -41,7 +41,7 @@ def run_name(cfg: FinetuneConfig) -> str:
 
 
 def run_meta(cfg: FinetuneConfig) -> dict[str, Any]:
-    from training.weights import checkpoint_sha256
+    from data.weights import checkpoint_sha256
 
     return {
         "base_model": cfg.model,
@@ -61,7 +61,7 @@ def run_finetune(cfg: FinetuneConfig, say: Callable[[str], None] | None = None) 
     """Train, track and register one configuration; returns a summary (metrics, paths, MLflow ids). ``say`` gets a
     progress line at least every 30 s while it trains."""
     from training.causal.loop import train_loop_per_worker
-    from training.tracking import client
+    from data.tracking import client
 
     cfg = cfg.resolved_paths()
     held_in = check_held_out(cfg.datasets, cfg.splits, cfg.validation_datasets, cfg.validation_splits,
@@ -116,8 +116,8 @@ def register_adapter(tracking_uri: str, adapter_dir: str | Path, experiment: str
     """An adapter directory (trained earlier, elsewhere, or built for a test) logged and registered the way a
     fine-tuning run registers its own, in a new FINISHED run; returns (registered name, version)."""
     from training.lora import read_adapter_meta
-    from training.tracking import client, experiment_id
-    from training.weights import checkpoint_sha256
+    from data.tracking import client, experiment_id
+    from data.weights import checkpoint_sha256
 
     meta = read_adapter_meta(adapter_dir)
     # only what names and registers the model (the training fields are the adapter's own business)

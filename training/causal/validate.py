@@ -9,7 +9,7 @@ from torch import nn
 
 from streaming.engine import CausalStreamingEngine
 from evaluation.sets import Utterance
-from streaming.evaluate import evaluate_records, stream_all
+from evaluation.streamed import evaluate_records, stream_all
 
 VALIDATION_KEYS = ("wer", "rwer", "arwer", "al_ms", "laal_ms", "rtf", "word_latency_ms_median")
 

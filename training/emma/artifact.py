@@ -53,7 +53,7 @@ def training_provenance(cfg: EmmaConfig) -> dict[str, Any]:
     """What the policy trained on (dataset versions + splits) and, on a causal LoRA adapter, what that adapter
     trained on: the policy was shaped by both. Read by the evaluation's leakage guard (``data.provenance``)."""
     from data import fs
-    from training.causal.data import dataset_ref
+    from data.utterances import dataset_ref
 
     out: dict[str, Any] = {"datasets": [dataset_ref(fs.absolute(d)) for d in cfg.datasets],
                            "train_splits": list(cfg.splits)}
@@ -79,7 +79,7 @@ def load_policy(directory: str | Path, adapter_dir: str | None = None) -> tuple[
     from safetensors.torch import load_file
 
     from training.causal.evaluate import load_tuned
-    from training.weights import checkpoint_sha256
+    from data.weights import checkpoint_sha256
 
     meta = read_policy_meta(directory)
     cfg = EmmaConfig.model_validate(meta["config"])

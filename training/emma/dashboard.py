@@ -9,7 +9,7 @@ points) may be on the Pareto front or be promoted (``registry.pick_best``). A la
 not which: a trial that hallucinates (116 % WER) emits many words early and gets a small or negative AL, which
 used to put it on the front. The reference is the offline WER when the sweep recorded one (the ``offline_wer``
 metric of the parent run, logged by ``log_dashboard`` from a reference labelled "offline…"); otherwise the best
-WER among the trials, a weaker relative gate (see ``training.metrics.gate.reference_wer``).
+WER among the trials, a weaker relative gate (see ``evaluation.metrics.gate.reference_wer``).
 
 Negative AL is *flagged* (``al_negative``) and such a trial is kept off the front and out of promotion, not
 clamped: AL < 0 means the words came out ahead of AL's oracle that emits the reference at a uniform rate, which a
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from training.metrics.gate import WER_CAP_POINTS, pareto_front, reference_wer, within_wer_cap
+from evaluation.metrics.gate import WER_CAP_POINTS, pareto_front, reference_wer, within_wer_cap
 
 OFFLINE_WER_METRIC = "offline_wer"  # parent-run metric: the offline WER on the sweep's evaluation set
 
@@ -41,7 +41,7 @@ def trial_rows(tracking_uri: str, parent_run_id: str, offline_wer: float | None 
     gated and marked (``within_wer_cap``, ``al_negative``, ``eligible``, ``pareto``; see ``mark_pareto``).
     Unfinished or partly logged trials never reach the dashboard or the promotion rule. ``offline_wer``
     defaults to the parent run's ``offline_wer`` metric, if any."""
-    from training.tracking import client
+    from data.tracking import client
 
     c = client(tracking_uri)
     parent = c.get_run(parent_run_id)
@@ -196,7 +196,7 @@ def log_dashboard(tracking_uri: str, parent_run_id: str, references: dict[str, t
 
     An offline reference among ``references`` is also logged as the parent's ``offline_wer`` metric, so that the
     promotion rule (which reads the rows back from MLflow) gates on the same offline WER."""
-    from training.tracking import client
+    from data.tracking import client
 
     c = client(tracking_uri)
     offline = offline_reference_wer(references)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from training.emma.dashboard import OFFLINE_WER_METRIC, trial_rows
-from training.metrics.gate import WER_CAP_POINTS, reference_wer, within_wer_cap
+from evaluation.metrics.gate import WER_CAP_POINTS, reference_wer, within_wer_cap
 
 CHALLENGER, CHAMPION = "challenger", "champion"
 
@@ -70,7 +70,7 @@ def register_trial(tracking_uri: str, run_id: str, registered_name: str) -> str:
     from configs.emma import EmmaConfig
     from training.emma import pyfunc_model
     from training.emma.artifact import read_policy_meta
-    from training.tracking import client, log_pyfunc_model
+    from data.tracking import client, log_pyfunc_model
 
     run = client(tracking_uri).get_run(run_id)
     policy_dir = run.data.tags["policy_dir"]
@@ -91,7 +91,7 @@ def promote(tracking_uri: str, parent_run_id: str, registered_name: str, al_budg
     """Register the rule's winner as ``challenger``; move ``champion`` only if it is better. Returns the decision."""
     from mlflow.exceptions import MlflowException
 
-    from training.tracking import client
+    from data.tracking import client
 
     c = client(tracking_uri)
     parent = c.get_run(parent_run_id)

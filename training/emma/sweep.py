@@ -67,7 +67,7 @@ def _callback_class():
         """Every Tune trial as an MLflow child run of the sweep's parent run (logged from the driver)."""
 
         def __init__(self, tracking_uri: str, experiment_id: str, parent_run_id: str, tags: dict[str, str]) -> None:
-            from training.tracking import client
+            from data.tracking import client
 
             self.client, self.experiment_id = client(tracking_uri), experiment_id
             self.parent, self.tags = parent_run_id, tags
@@ -118,8 +118,8 @@ def run_sweep(sweep: SweepConfig, tracking_uri: str, parent_run_id: str, name: s
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
     from training.raytrain import ensure_ray, storage_uri
-    from training.tracking import client, experiment_id
-    from training.weights import checkpoint_sha256
+    from data.tracking import client, experiment_id
+    from data.weights import checkpoint_sha256
 
     ensure_ray(0, 1, sweep.base.ray_address, num_cpus=os.cpu_count() or 2)
     trials = sweep.trial_configs()

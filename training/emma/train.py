@@ -18,14 +18,16 @@ import torch
 from torch import Tensor
 
 from configs.emma import EmmaConfig
-from training.causal.data import TrainUtterance, padded_mel, rank_batches, read_all
+from evaluation.sets import eval_utterance
+from data.utterances import TrainUtterance, read_all
+from training.causal.data import padded_mel, rank_batches
 from training.causal.loop import lr_lambda
 from training.emma.artifact import save_policy, value_parameters
 from training.emma.objective import EmmaLoss, make_batch
 from training.emma.p_choose import EmmaPolicy
 from streaming.encoder import CausalEncoder
 from evaluation.sets import Utterance
-from streaming.evaluate import evaluate_records, stream_all
+from evaluation.streamed import evaluate_records, stream_all
 
 EVAL_KEYS = ("wer", "rwer", "arwer", "al_ms", "laal_ms", "dal_ms", "al_ca_ms", "rtf", "word_latency_ms_median")
 
@@ -65,7 +67,7 @@ def train_policy(cfg: EmmaConfig, out_dir: str | Path, report: Callable[[dict[st
     """Train, save to ``out_dir``; returns the final metrics and the policy directory."""
     from whisper.tokenizer import get_tokenizer
 
-    from training.causal.data import check_tokenizer
+    from data.utterances import check_tokenizer
 
     check_tokenizer(cfg.model, [*cfg.datasets, *cfg.validation_datasets])
     torch.manual_seed(cfg.seed)
@@ -127,6 +129,6 @@ def evaluate_policy(model, policy: EmmaPolicy, utterances: Sequence[Utterance], 
 
 
 def eval_utterances(cfg: EmmaConfig) -> list[Utterance]:
-    return [u.as_eval_utterance() for u in read_all(cfg.validation_datasets, cfg.validation_splits,
+    return [eval_utterance(u) for u in read_all(cfg.validation_datasets, cfg.validation_splits,
                                                      cfg.validation_limit)]
 

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 import jiwer
 import numpy as np
 
-from training.hush_word.frontend import variable_length_view
-from training.hush_word.transcribe import CONDITIONS, condition_mel, decode
-from training.metrics import wer_counts
-from training.metrics.text import normalized_words
+from streaming.hush.frontend import variable_length_view
+from streaming.hush.transcribe import CONDITIONS, condition_mel, decode
+from evaluation.metrics import wer_counts
+from evaluation.metrics.text import normalized_words
 from evaluation.sets import Utterance
 from streaming.macs import encoder_macs_offline
 

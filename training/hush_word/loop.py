@@ -20,8 +20,9 @@ import numpy as np
 import torch
 
 from configs.hush_word import HushWordConfig
-from training.causal.data import rank_batches, read_all
-from training.hush_word.frontend import save_hush_word
+from data.utterances import read_all
+from training.causal.data import rank_batches
+from streaming.hush.frontend import save_hush_word
 from training.hush_word.objective import hush_loss, target_tokens
 from training.raytrain import WorkerSetup, all_reduce_mean
 

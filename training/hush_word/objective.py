@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from training.hush_word.frontend import encode, hushed_mel
+from streaming.hush.frontend import encode, hushed_mel
 
 
 def target_tokens(tokenizer, text_tokens: Sequence[int]) -> tuple[list[int], list[int]]:

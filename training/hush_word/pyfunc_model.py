@@ -16,9 +16,9 @@ class HushWordModel(PythonModel):
         import json
         from pathlib import Path
 
-        from training.hush_word.frontend import load_hush_word
-        from training.hush_word.transcribe import HushWordTranscriber
-        from training.weights import checkpoint_sha256, load_model
+        from streaming.hush.frontend import load_hush_word
+        from streaming.hush.transcribe import HushWordTranscriber
+        from data.weights import checkpoint_sha256, load_model
 
         folder = Path(context.artifacts["hush_word"])
         meta = json.loads((folder / "hush_word.json").read_text())

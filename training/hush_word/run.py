@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from configs.hush_word import HushWordConfig
-from training.causal.data import check_tokenizer, dataset_ref
+from data.utterances import check_tokenizer, dataset_ref
 from data.leakage import check_held_out
 from training.progress import Progress
 from training.raytrain import ensure_ray, fit, run_key
-from training.tracking import client, default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
+from data.tracking import client, default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
 
 
 def run_name(cfg: HushWordConfig) -> str:
@@ -23,7 +23,7 @@ def run_name(cfg: HushWordConfig) -> str:
 def run_meta(cfg: HushWordConfig) -> dict[str, Any]:
     """What hush_word.json records: base weights, config, and the training data (dataset versions + splits: the
     provenance the evaluation's leakage guard reads)."""
-    from training.weights import checkpoint_sha256
+    from data.weights import checkpoint_sha256
 
     return {"base_model": cfg.model, "base_sha256": checkpoint_sha256(cfg.model), "config_hash": cfg.config_hash(),
             "run_key": run_key(cfg.config_hash(), cfg.datasets, cfg.validation_datasets),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from training.hush_word.frontend import SAMPLE_RATE, hushed_mel, variable_length_view
+from streaming.hush.frontend import SAMPLE_RATE, hushed_mel, variable_length_view
 
 NAIVE = {f"{kind}_{s}s": (kind, s) for kind in ("zeros", "noise") for s in (1, 2, 5)}
 CONDITIONS = ("pad30", "pad30_features", "nopad", *NAIVE, "hush")

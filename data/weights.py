@@ -50,8 +50,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import torch
 
-from training.ct2 import WeightsError, read_ct2_model
-from training.ct2_whisper import ct2_to_whisper, set_alignment_heads, strict_model
+from data.ct2 import WeightsError, read_ct2_model
+from data.ct2_whisper import ct2_to_whisper, set_alignment_heads, strict_model
 
 if TYPE_CHECKING:  # whisper is imported lazily: it pulls in numba/tiktoken, slow for CLI start-up
     from whisper.model import Whisper

@@ -1,5 +1,5 @@
-"""CTranslate2 Whisper variables → an openai-whisper state dict, checked by a strict load (``training.weights``
-finds the files, converts and caches; ``training.ct2`` reads the binary)."""
+"""CTranslate2 Whisper variables → an openai-whisper state dict, checked by a strict load (``data.weights``
+finds the files, converts and caches; ``data.ct2`` reads the binary)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from training.ct2 import CT2Model, WeightsError
+from data.ct2 import CT2Model, WeightsError
 
 if TYPE_CHECKING:  # whisper is imported lazily: it pulls in numba/tiktoken, slow for CLI start-up
     from whisper.model import Whisper

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from training.metrics.latency import latency_summary
-from training.metrics.text import match_pairs, normalized_words, word_and_end
+from evaluation.metrics.latency import latency_summary
+from evaluation.metrics.text import match_pairs, normalized_words, word_and_end
 
 __all__ = ["WordLatency", "word_emission_latencies", "word_emission_summary"]
 

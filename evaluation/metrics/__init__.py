@@ -2,9 +2,9 @@
 emission latency, the WER gate for lag comparisons. Pure functions (jiwer, numpy, Whisper's text normaliser);
 no Prefect/Ray/MLflow here."""
 
-from training.metrics.emission import WordLatency, word_emission_latencies, word_emission_summary
-from training.metrics.gate import WER_CAP_POINTS, pareto_front, reference_wer, wer_gate_limit, within_wer_cap
-from training.metrics.latency import (
+from evaluation.metrics.emission import WordLatency, word_emission_latencies, word_emission_summary
+from evaluation.metrics.gate import WER_CAP_POINTS, pareto_front, reference_wer, wer_gate_limit, within_wer_cap
+from evaluation.metrics.latency import (
     average_lagging,
     average_proportion,
     computation_aware_delays,
@@ -18,8 +18,8 @@ from training.metrics.latency import (
     rtf,
     source_length_ms,
 )
-from training.metrics.text import ErrorCounts, error_counts, normalize, normalized_words
-from training.metrics.wer import (
+from evaluation.metrics.text import ErrorCounts, error_counts, normalize, normalized_words
+from evaluation.metrics.wer import (
     arwer,
     arwer_counts,
     rwer,

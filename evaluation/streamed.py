@@ -10,7 +10,7 @@ commits it finishes.
 - LAAL (the primary lag metric: over-generation cannot lower it), AL, DAL, AP (SimulEval 1.1 definitions): delay
   of each output word = audio consumed when it was committed (computation-unaware); the `*_CA` variants use the
   queue clock's emission time instead. AL can go negative when a system over-generates; compare lags only between
-  systems that pass the WER gate (`training.metrics.within_wer_cap`).
+  systems that pass the WER gate (`evaluation.metrics.within_wer_cap`).
 - Word latency: queue emission − aligned end of the matching reference word (median / p90 / mean over matched
   words); first-word latency: the same for the first matched reference word of each utterance; the
   computation-unaware lower bound uses the audio consumed instead of the queue emission.
@@ -34,7 +34,7 @@ import difflib
 import math
 from collections.abc import Sequence
 
-from training.metrics import (
+from evaluation.metrics import (
     arwer_counts,
     corpus_latency,
     latency_scores,
@@ -44,8 +44,8 @@ from training.metrics import (
     wer_counts,
     word_emission_latencies,
 )
-from training.metrics.emission import WordLatency
-from training.metrics.text import ErrorCounts
+from evaluation.metrics.emission import WordLatency
+from evaluation.metrics.text import ErrorCounts
 from evaluation import repetition
 from evaluation.sets import Utterance
 from streaming.events import StreamingRecognizer, StreamRecord, norm_word, run_stream

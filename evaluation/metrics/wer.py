@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from training.metrics.text import ErrorCounts, error_counts, normalized_words, word_and_end
+from evaluation.metrics.text import ErrorCounts, error_counts, normalized_words, word_and_end
 
 __all__ = [
     "arwer",
