@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from evaluation.metrics import (
     arwer_counts,
@@ -48,7 +49,7 @@ from evaluation.metrics.emission import WordLatency
 from evaluation.metrics.text import ErrorCounts
 from evaluation import repetition
 from evaluation.sets import Utterance
-from streaming.events import StreamingRecognizer, StreamRecord, norm_word, run_stream
+from streaming.events import SAMPLE_RATE, StreamingRecognizer, StreamRecord, norm_word, run_stream
 
 
 LATENCY_KEYS = {"LAAL": "laal_ms", "AL": "al_ms", "DAL": "dal_ms", "AP": "ap",
@@ -218,6 +219,20 @@ def per_utterance(records: Sequence[StreamRecord], utterances: Sequence[Utteranc
 
 
 def stream_all(recognizer: StreamingRecognizer, utterances: Sequence[Utterance], chunk_ms: float, *,
-               live: bool = False) -> list[StreamRecord]:
-    """Every utterance through ``run_stream`` (``live``: a system behind real time gets all arrived audio at once)."""
-    return [run_stream(recognizer, u.audio, chunk_ms, live=live) for u in utterances]
+               live: bool = False, say: Callable[[str], None] | None = None, name: str = "",
+               every_s: float = 30.0) -> list[StreamRecord]:
+    """Every utterance through ``run_stream`` (``live``: a system behind real time gets all arrived audio at once).
+    With ``say``: a progress line at least every ``every_s`` seconds (utterances and audio done, speed, ETA)."""
+    records, started, said = [], time.monotonic(), time.monotonic()
+    total_s = sum(len(u.audio) for u in utterances) / SAMPLE_RATE
+    done_s = 0.0
+    for i, u in enumerate(utterances, 1):
+        records.append(run_stream(recognizer, u.audio, chunk_ms, live=live))
+        done_s += len(u.audio) / SAMPLE_RATE
+        now = time.monotonic()
+        if say is not None and now - said >= every_s and i < len(utterances):
+            speed = done_s / max(now - started, 1e-9)
+            say(f"{name}: {i}/{len(utterances)} utterances, {done_s:.0f}/{total_s:.0f} s of audio, "
+                f"{speed:.2f}x real time, ETA {(total_s - done_s) / speed:.0f} s")
+            said = now
+    return records

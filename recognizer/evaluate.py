@@ -81,7 +81,9 @@ def evaluate_systems(specs: Sequence[RecognizerSpec], utterances: Sequence[Utter
         chunk = spec.chunk_ms or 1000  # offline systems take pieces too: they only transcribe at finish()
         if warmup is not None:
             stream_all(recognizer, [warmup], chunk, live=live)
-        passes = [stream_all(recognizer, utterances, chunk, live=live) for _ in range(repeats)]
+        passes = [stream_all(recognizer, utterances, chunk, live=live, say=log,
+                             name=spec.name + (f" (repeat {k + 1}/{repeats})" if repeats > 1 else ""))
+                  for k in range(repeats)]
         runs = [evaluate_records(records, utterances) for records in passes]
         texts = [[r.text for r in records] for records in passes]
         chosen = _median_run(runs)

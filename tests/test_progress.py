@@ -37,3 +37,30 @@ def test_watch_reads_a_real_store_while_the_body_runs(tmp_path):
 def test_no_say_no_thread(tmp_path):
     with watch("sqlite:///nowhere.db", "run", Progress("x", 1), None):
         pass
+
+
+def test_an_evaluation_says_its_progress_while_it_streams():
+    """``evaluation.streamed.stream_all`` (what the evaluate stage runs per system): a line per interval with the
+    utterances and audio done and an ETA, none after the last utterance, and the same records as without."""
+    import numpy as np
+
+    from evaluation.sets import Utterance
+    from evaluation.streamed import stream_all
+    from streaming.events import Hypothesis
+
+    class Counting:  # a recognizer that writes one word per chunk it hears (streaming.events.StreamingRecognizer)
+        def reset(self):
+            self.n = 0
+
+        def feed(self, samples):
+            self.n += 1
+            return Hypothesis((), ("w",) * self.n)
+
+        def finish(self):
+            return Hypothesis(("w",) * self.n)
+
+    utts = [Utterance(f"u{i}", np.zeros(16_000, dtype=np.float32), "w", ()) for i in range(3)]
+    said: list[str] = []
+    records = stream_all(Counting(), utts, 300, say=said.append, name="counting", every_s=0.0)
+    assert [r.text for r in records] == [r.text for r in stream_all(Counting(), utts, 300)]
+    assert len(said) == 2 and said[0].startswith("counting: 1/3 utterances, 1/3 s of audio") and "ETA" in said[0]
