@@ -217,7 +217,7 @@ def test_a_worker_node_killed_mid_build_changes_nothing(prefect_server, tmp_path
 
     out = tmp_path / "node-kill.json"
     env = {**os.environ, "WHISPERLINE_REALSPEECH": str(realspeech), "PREFECT_API_URL": PREFECT_API_URL.value()}
-    run = subprocess.run([sys.executable, "benchmarks/node_kill_build.py", "--inputs", "16", "--batch", "1",
+    run = subprocess.run([sys.executable, "-m", "benchmarks.node_kill_build", "--inputs", "16", "--batch", "1",
                           "--out", str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-4000:]
     result = json.loads(out.read_text())
