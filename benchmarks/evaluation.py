@@ -135,6 +135,7 @@ def _load_results() -> dict:
 
 def _choose(state: dict, results: dict, seeds: list[int], args) -> None:
     from benchmarks import selection as sel
+    from recognizer.spec import from_dict
 
     results = {**_load_results(), **results}
     real = results.get("real_dev")
@@ -153,7 +154,8 @@ def _choose(state: dict, results: dict, seeds: list[int], args) -> None:
         choices["t_emma"] = sel.choose_t_emma(real)
         seed_rows = {s: next(r for r in real["systems"] if r["name"] == f"causal tuned 300 ms seed {s}") for s in seeds}
         best_seed = min(seeds, key=lambda s: seed_rows[s]["wer"])
-        choices["adapter"] = {"seed": best_seed, "adapter_dir": seed_rows[best_seed]["spec"]["adapter_dir"],
+        adapter = from_dict(seed_rows[best_seed]["spec"]).weights.adapter_dir  # rows of either spec schema
+        choices["adapter"] = {"seed": best_seed, "adapter_dir": adapter,
                               "rule": "the seed of the 300 ms recipe with the lowest dev WER (greedy)",
                               "dev_wer_by_seed": {s: seed_rows[s]["wer"] for s in seeds}}
         names = {r["name"] for r in real["systems"]}

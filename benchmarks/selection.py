@@ -158,10 +158,14 @@ def choose_t_emma(result: dict) -> dict[str, Any]:
     rows = [r for r in result["systems"] if "t_emma" in r["name"]]
     if not rows:
         return {}
+    from recognizer.spec import from_dict
+
+    def t_emma(row: dict) -> float:  # rows scored under either spec schema
+        return from_dict(row["spec"]).decoding.t_emma
+
     best = min(rows, key=lambda r: (r["wer"], _num(r["word_latency_ms_median"])))
-    return {"t_emma": best["spec"]["t_emma"], "name": best["name"],
-            "dev": {r["spec"]["t_emma"]: {"wer": r["wer"], "word_latency_ms_median": r["word_latency_ms_median"]}
-                    for r in rows}}
+    return {"t_emma": t_emma(best), "name": best["name"],
+            "dev": {t_emma(r): {"wer": r["wer"], "word_latency_ms_median": r["word_latency_ms_median"]} for r in rows}}
 
 
 def seed_spread(results: dict[str, dict], seeds: list[int]) -> dict[str, Any]:

@@ -41,9 +41,9 @@ def test_pipeline_runs_end_to_end_and_reruns_only_what_changed(prefect_server, r
     assert sources["causal tuned 300 ms"] == "ours" and sources["offline Whisper (ours, 30 s pad)"] == "ours"
     assert sources["whisperlivekit LocalAgreement-2 1000 ms"].startswith("pypi:whisperlivekit==")
     two_pass = [r for r in test["systems"] if r["kind"] == "two-pass" and not r["name"].startswith("champion")]  # verifier padded with this run's hush word
-    assert len(two_pass) == 1 and two_pass[0]["spec"]["hush_dir"] == first["train_hush_word"]["training"]["hush_word_dir"]
+    assert len(two_pass) == 1 and two_pass[0]["spec"]["second_pass"]["hush_dir"] == first["train_hush_word"]["training"]["hush_word_dir"]
     assert (tmp_path / "evaluation" / "evaluation.json").exists()
-    emma = [r for r in test["systems"] if r["spec"].get("emma_dir") and not r["name"].startswith("champion")]  # the dev-selected trial, scored on test
+    emma = [r for r in test["systems"] if r["spec"]["decoding"]["emma_dir"] and not r["name"].startswith("champion")]  # the dev-selected trial, scored on test
     assert len(emma) == 1 and emma[0]["name"].endswith("(dev-selected)")
     version = client(mlflow_server).get_model_version(promotion["registered_model"], promotion["version"])
     assert version.tags["test_wer"] == str(emma[0]["wer"]) and version.tags["selected_on"] == "dev split"

@@ -181,7 +181,7 @@ def test_the_server_precision_overrides_a_registered_recognizers(tmp_path, caplo
         over = load(uri, version, "int8-encoder")
     # warmed up before it is served: FBGEMM's first int8 calls are slow (serving.models.ServedModel.warm_up)
     assert f"version {version.version} warmed up at int8-encoder" in caplog.text
-    assert over.python_model.spec.precision == "int8-encoder"
+    assert over.python_model.spec.weights.precision == "int8-encoder"
     assert layers(over) == {"int8": 4 * 6, "bf16": 0, "fp32": 0}
     described = over.describe()
     assert described["precision"] == "int8-encoder" and described["precision_requested"] == "int8-encoder"
@@ -190,6 +190,6 @@ def test_the_server_precision_overrides_a_registered_recognizers(tmp_path, caplo
 
     own = load(uri, version)  # the version's own: bf16 where this CPU has it natively, else fp32
     native = resolve_precision("bf16-all").native_bf16
-    assert own.python_model.spec.precision == "bf16-all" and own.describe()["precision_requested"] == "bf16-all"
+    assert own.python_model.spec.weights.precision == "bf16-all" and own.describe()["precision_requested"] == "bf16-all"
     assert own.precision == ("bf16-all" if native else "fp32")
     assert layers(own) == ({"int8": 0, "bf16": 4 * 6, "fp32": 0} if native else {"int8": 0, "bf16": 0, "fp32": 4 * 6})

@@ -42,7 +42,8 @@ def speech(realspeech: Path, tmp_path_factory):
 
 def two_pass(adapter: Path) -> RecognizerSpec:
     return RecognizerSpec("two-pass", "two-pass", CHUNK_MS, Weights("tiny.en", str(adapter)),
-                          second_pass=SecondPass(padding="pad30", final_padding="pad30", every_ms=CHUNK_MS))
+                          second_pass=SecondPass(padding="pad30", final_padding="pad30", every_ms=CHUNK_MS,
+                                                heartbeat_ms=0))
 
 
 def test_portable_spec_names_artifacts_not_paths(adapter):

@@ -30,7 +30,7 @@ def registry(tmp_path_factory):
     adapter = original_weights_adapter(root / "adapter", CHUNK_MS)
     reg = register_recognizer(uri, RecognizerSpec("two-pass", "two-pass", CHUNK_MS, Weights("tiny.en", str(adapter)),
                                                   second_pass=SecondPass(padding="pad30", final_padding="pad30",
-                                                                         every_ms=CHUNK_MS)))
+                                                                         every_ms=CHUNK_MS, heartbeat_ms=0)))
     client(uri).set_registered_model_alias(reg["registered_model"], "champion", reg["version"])
     return {"uri": uri, **reg}
 
