@@ -16,19 +16,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from recognizer.spec import OURS, RecognizerSpec, SchemaError, folders, from_dict, with_folders
+from recognizer.spec import OURS, RecognizerSpec, folders, from_dict, with_folders
 
 # spec fields that name a folder, and the artifact each becomes
 ARTIFACT_FIELDS = {("weights", "adapter_dir"): "adapter", ("decoding", "emma_dir"): "emma_policy",
                    ("second_pass", "hush_dir"): "hush_word"}
-_V1_FIELDS = {"adapter_dir": "adapter", "emma_dir": "emma_policy", "hush_dir": "hush_word"}  # schema 1: flat
+_V1_FIELDS = {field: artifact for (_, field), artifact in ARTIFACT_FIELDS.items()}  # schema 1: the same, flat
 KINDS = OURS  # what can be registered: our streaming systems (the peers are not ours to ship)
 RECOGNIZER_KINDS = ("causal", "causal-beam", "emma", "two-pass")  # what `recognizer_kind` names a version
 SPEC_FILE = "recognizer_spec.json"
 REGISTERED_PREFIX = "whisperline-recognizer"
 
 
-class NotARecognizer(SchemaError):
+class NotARecognizer(ValueError):
     """A spec that cannot be registered (a peer, an offline reference) or a model version that is not one."""
 
 

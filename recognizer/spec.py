@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from configs.pipeline import SERVED_FILE  # the served spec's file (named in one place)
+from streaming.segmented import MAX_SEGMENT_MS, SEGMENT_MS  # numpy only: reading a spec loads no torch
 
 SCHEMA_VERSION = 2
 
@@ -79,8 +80,8 @@ class SecondPass:
 class Segmentation:
     """Streams of any length as Whisper-sized segments (``streaming.segmented``)."""
 
-    segment_ms: int = 24_000
-    max_segment_ms: int = 27_000
+    segment_ms: int = SEGMENT_MS
+    max_segment_ms: int = MAX_SEGMENT_MS
 
 
 @dataclass(frozen=True)

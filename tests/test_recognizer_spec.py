@@ -41,6 +41,13 @@ def test_the_served_file_is_the_adopted_two_pass_spec():
     assert load(weights={"adapter_dir": "/a"}).weights.adapter_dir == "/a"  # overrides over the file
 
 
+def test_the_causal_defaults_are_the_engines():
+    """recognizer.spec does not import the engine (torch): its restart cut default is a copy, kept equal."""
+    from streaming.engine import RESTART_WORDS
+
+    assert CausalPass().restart_words == RESTART_WORDS
+
+
 def test_a_schema_1_registration_reads_as_the_same_recognizer():
     spec = from_portable(SCHEMA_1_SERVED, {"adapter": "/models/adapter"})
     served = load()
