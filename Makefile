@@ -23,7 +23,6 @@ test: setup
 
 bench: setup
 	WHISPERLINE_REALSPEECH=$(REALSPEECH) $(VENV)/bin/python -m benchmarks.dataset_build
-	WHISPERLINE_REALSPEECH=$(REALSPEECH) $(VENV)/bin/python -m benchmarks.align_speed
 
 # A real Prefect server + process worker on 127.0.0.1:$(PORT) running infra/prefect.yaml's deployments on schedule.
 PORT ?= 4200

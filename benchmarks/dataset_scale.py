@@ -8,8 +8,7 @@ one shared Prefect server, so that its peak RSS is the driver's own (the pool's 
 server are other processes; ``peak_rss_mb`` says why it is not ``ru_maxrss``). Reported per build: wall time,
 inputs/s, × real time per core (audio seconds / wall / cores), the driver's peak RSS; shard hashes must be
 identical between the runners (and S3).
-Then the reject counts the issue asks for: `too_long` among the long-form recordings, and the aligner's rejects on
-the 50 real-world transcripts and on every real utterance (benchmarks/transcript_rejects.py).
+Then the reject count the issue asks for: `too_long` among the long-form recordings.
 
 Usage: python -m benchmarks.dataset_scale [--sizes 500,2000,5000] [--workers 2] [--s3-size 5000] [--workdir DIR]
        python -m benchmarks.dataset_scale --rss-only --sizes 500,5000,50000 --runners pool --synth-text short
@@ -225,21 +224,6 @@ def table(result: dict) -> str:
                              "× real time per core", "driver peak RSS MB", "rejected"], rows), "",
              f"Identical shards and version between the runners (per size): {result['identical']}", "",
              f"Long-form: {json.dumps(result['long_form'])}", ""]
-    tr = result.get("transcripts")
-    if tr:
-        for key, label in (("fixture", "50 real-world transcripts (espeak-ng's reading)"),
-                           ("human_readings", "fixture transcripts in common human readings"),
-                           ("realspeech", "every real utterance (realspeech, -more, -extra)")):
-            part = tr.get(key)
-            if part:
-                lines += [f"- {label}: {part['utterances']} utterances, aligner rejects {json.dumps(part['rejects'])}"
-                          + (f" (known mismatched transcripts: {sorted(part.get('known_mismatched', {}))})"
-                             if part.get("known_mismatched") else ""), ""]
-        pairs = tr.get("mismatched_pairs")
-        if pairs:
-            lines += [f"- real clips with the next clip's transcript: {pairs['mismatched_pairs_accepted']} of "
-                      f"{pairs['pairs']} wrong pairs accepted {pairs['accepted']}, rejects {json.dumps(pairs['rejects'])}",
-                      ""]
     rss = result.get("driver_rss_mb")
     if rss:
         lines += [f"- driver peak RSS by corpus size (runner:inputs → MB): {json.dumps(rss['peak_mb'])}, growth "
@@ -269,7 +253,6 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--s3-size", type=int, default=5000, help="0: no S3 build")
     ap.add_argument("--workdir", type=Path, default=None)
-    ap.add_argument("--skip-transcripts", action="store_true")
     ap.add_argument("--runners", default="pool,ray")
     ap.add_argument("--publishers-only", action="store_true",
                     help="re-run only the concurrent-publishers drill into `concurrent_publishers`")
@@ -279,18 +262,7 @@ def main() -> None:
                     help="with --rss-only: keep the committed driver-RSS builds of other sizes (one size per run)")
     ap.add_argument("--synth-text", choices=("builtin", "short"), default="builtin",
                     help="the espeak-ng inputs' texts: data.synth's sentences, or two-word phrases (SHORT_TEXTS)")
-    ap.add_argument("--transcripts-only", action="store_true",
-                    help="re-measure only `transcripts` (aligner rejects) into the committed results")
     args = ap.parse_args()
-    if args.transcripts_only:
-        from benchmarks.transcript_rejects import default_roots
-        from benchmarks.transcript_rejects import measure as measure_transcripts
-
-        result = json.loads((REPO / "benchmarks" / "results" / "dataset_scale.json").read_text())
-        with tempfile.TemporaryDirectory(prefix="whisperline-transcripts-") as tmp:
-            result["transcripts"] = measure_transcripts(default_roots(), Path(tmp))
-        write_results("dataset_scale", result, table(result))
-        return
     sizes = [int(s) for s in args.sizes.split(",")]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="whisperline-scale-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -324,11 +296,6 @@ def main() -> None:
         return
     result = measure(sizes, args.workers, args.s3_size or None, workdir)
     result["long_form"] = longform_rejects(workdir, result["builds"])
-    if not args.skip_transcripts:
-        from benchmarks.transcript_rejects import default_roots
-        from benchmarks.transcript_rejects import measure as measure_transcripts
-
-        result["transcripts"] = measure_transcripts(default_roots(), workdir / "transcripts")
     for b in result["builds"]:
         b.pop("shards")
     result["config"] = CFG

@@ -36,6 +36,13 @@ from typing import Any
 
 import yaml
 
+from benchmarks.longform import dev_streams
+from data.tracking import client, default_tracking_uri, experiment_id
+from evaluation.intervals import compare
+from evaluation.sets import describe, load_split
+from recognizer.evaluate import evaluate_systems
+from recognizer.spec import load
+
 REPO = Path(__file__).resolve().parent.parent
 SETS = ("real", "streams")
 EXPERIMENT = "whisperline-decisions"
@@ -63,8 +70,6 @@ class Decision:
 def load_decision(path: str | Path) -> Decision:
     """The decision file, checked before anything runs: a reference among the arms, known sets and metric, and
     arms that are valid overrides of the served spec."""
-    from recognizer.spec import load
-
     values = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     unknown = set(values) - {"name", "question", "rule", "reference", "arms", "sets", "adopt"}
     if unknown:
@@ -84,8 +89,6 @@ def load_decision(path: str | Path) -> Decision:
 def judge(d: Decision, rows: dict[str, dict[str, dict]]) -> dict[str, Any]:
     """The rule applied to per-set rows ({set: {arm: evaluation row}}): per arm its numbers and intervals against
     the reference, whether it qualifies; ``chosen``: the adopted arm (the reference where none qualifies)."""
-    from evaluation.intervals import compare
-
     ref = d.reference
 
     def ci(which: str, arm: str, metric: str) -> list[float]:
@@ -109,11 +112,6 @@ def judge(d: Decision, rows: dict[str, dict[str, dict]]) -> dict[str, Any]:
 
 def score(d: Decision, real: str, adapter: str | None) -> dict[str, dict[str, dict]]:
     """Every arm (the served spec with its overrides, over ``adapter``) on each dev set: {set: {arm: row}}."""
-    from benchmarks.longform import dev_streams
-    from recognizer.evaluate import evaluate_systems
-    from evaluation.sets import describe, load_split
-    from recognizer.spec import load
-
     specs = [load(**{**o, "name": arm}).with_(weights={"adapter_dir": adapter}) for arm, o in d.arms.items()]
     rows = {}
     for which in d.sets:
@@ -129,8 +127,6 @@ def score(d: Decision, real: str, adapter: str | None) -> dict[str, dict[str, di
 
 def log_arms(d: Decision, verdict: dict, tracking_uri: str, commit: str) -> dict[str, str]:
     """One MLflow run per arm (its overrides as params, its numbers per set as metrics); {arm: run id}."""
-    from data.tracking import client, experiment_id
-
     c = client(tracking_uri)
     exp = experiment_id(tracking_uri, EXPERIMENT)
     runs = {}
@@ -181,7 +177,6 @@ def main() -> None:
     parser.add_argument("--tracking-uri", default=None)
     parser.add_argument("--out", default=str(REPO / "docs" / "decisions"), help="where the record is written")
     args = parser.parse_args()
-    from data.tracking import default_tracking_uri
 
     d = load_decision(args.decision)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import websockets
 
 FRAME_MS = 100
 
@@ -52,8 +53,6 @@ async def stream_ours(url: str, utt, pcm: np.ndarray, *, source: str | None = No
                       headers: dict[str, str] | None = None) -> Stream:
     """One utterance streamed in real time; ``source``: the client's loopback address (127.0.0.x: a distinct client
     to the server's per-client limits), ``headers``: e.g. the bearer token."""
-    import websockets
-
     s = Stream(utt.utt_id, len(pcm) / 16)
     committed: list[str] = []
     tentative: tuple[str, ...] = ()
@@ -90,8 +89,6 @@ async def stream_wlk(url: str, utt, pcm: np.ndarray) -> Stream:
     """WhisperLiveKit's /asr protocol with --pcm-input: raw s16le frames, an empty frame ends the stream, the
     server answers with the whole state (``lines`` committed, ``buffer_transcription`` tentative) and finally
     ``ready_to_stop``."""
-    import websockets
-
     s = Stream(utt.utt_id, len(pcm) / 16)
     async with websockets.connect(url.replace("http", "ws") + "/asr", max_size=2**22, open_timeout=60) as ws:
         json.loads(await ws.recv())  # {"type": "config", ...}

@@ -22,6 +22,17 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
+from evaluation.longform import join, speaker_streams, speakers, whole_recordings
+from evaluation.metrics import wer
+from evaluation.report import write_report
+from evaluation.sets import load_realspeech, load_split
+from recognizer.build import build
+from recognizer.evaluate import evaluate_systems
+from recognizer.registry import load_spec
+from recognizer.spec import Peer, RecognizerSpec, Weights, from_dict, load
+from streaming.events import chunks
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results"
@@ -29,9 +40,6 @@ RESULTS = REPO / "benchmarks" / "results"
 
 def streams(state: dict, min_total_s: float, max_stream_s: float) -> tuple[list, dict]:
     """The long-form streams and what they are (counts per source)."""
-    from evaluation.longform import speaker_streams, speakers, whole_recordings
-    from evaluation.sets import load_split
-
     recordings = whole_recordings(load_split([state["datasets"]["longform"]], ["test"]))
     total = sum(len(s.audio) for s in recordings) / 16_000
     real = state["datasets"]["real"]
@@ -52,9 +60,6 @@ def streams(state: dict, min_total_s: float, max_stream_s: float) -> tuple[list,
 def dev_streams(state: dict) -> tuple[list, dict]:
     """Continuous dev speech for choices about long streams: each dev speaker's utterances joined in order into
     streams of 20-120 s, and what they are (the evaluation's ``test_set`` record)."""
-    from evaluation.longform import speaker_streams, speakers
-    from evaluation.sets import load_split
-
     real = state["datasets"]["real"]
     units = speaker_streams(load_split([real], ["dev"]), speakers([real], "dev"), max_s=120.0, min_s=20.0)
     return units, {"n_utterances": len(units), "seconds": round(sum(len(u.audio) for u in units) / 16_000, 1),
@@ -63,8 +68,6 @@ def dev_streams(state: dict) -> tuple[list, dict]:
 
 
 def specs(args, choices: dict) -> list:
-    from recognizer.spec import Peer, RecognizerSpec, Weights, load
-
     out = [RecognizerSpec("faster-whisper offline (long-form)", "faster-whisper", None)]
     if not args.no_causal:
         out.append(RecognizerSpec("causal tuned 300 ms" if args.adapter else "causal 300 ms (original weights)",
@@ -73,7 +76,6 @@ def specs(args, choices: dict) -> list:
     out.append(load(name="two-pass 300 ms (served spec" + (", hush word)" if hush else ")"),
                     weights={"adapter_dir": args.adapter}, second_pass=hush))
     for uri in args.model or []:  # a registered recognizer, as registered (what serve-model serves)
-        from recognizer.registry import load_spec
 
         out.append(load_spec(args.tracking_uri, uri)[0])
     for key in ("whisperlivekit-la@1000", "whisperlivekit-simul@1000"):
@@ -86,11 +88,6 @@ def specs(args, choices: dict) -> list:
 def repeated_speech(minutes: float, realspeech: Path | None = None):
     """One continuous stream of ``minutes`` of real speech: the LJSpeech + CMU ARCTIC utterances joined, repeated;
     and the length of one repetition in samples."""
-    import numpy as np
-
-    from evaluation.longform import join
-    from evaluation.sets import load_realspeech
-
     utts = load_realspeech(realspeech or REPO.parent / "shared" / "data" / "realspeech", ("ljspeech", "cmu_arctic"))
     period = sum(len(u.audio) for u in utts)
     return join(utts * int(np.ceil(minutes * 60 * 16_000 / period)), f"repeated-{minutes}min"), period
@@ -101,8 +98,6 @@ def timed_steps(recognizer, audio, chunk_ms: int) -> list[tuple[int, float]]:
 
     A lean loop, not run_stream: a StreamRecord keeps every step's whole hypothesis (what RWER/ARWER score), which
     for an hour of speech is steps × words of memory; here only each step's compute is kept."""
-    from streaming.events import chunks
-
     steps, fed = [], 0
     recognizer.reset()
     for piece in chunks(audio, chunk_ms, getattr(recognizer, "lookahead_ms", 0.0)):
@@ -116,11 +111,6 @@ def timed_steps(recognizer, audio, chunk_ms: int) -> list[tuple[int, float]]:
 def hour_check(minutes: int, spec) -> dict:
     """One stream of ``minutes`` of real speech (the test utterances repeated) through one of our systems as the
     evaluate stage builds it: no exception, the segments it took, the step p90 of its first and last minute."""
-    import numpy as np
-
-    from recognizer.build import build
-    from evaluation.metrics import wer
-
     stream, period = repeated_speech(minutes)
     recognizer, _ = build(spec)
     minute = 60 * 16_000
@@ -161,11 +151,8 @@ def main() -> None:
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
 
-    from evaluation.report import write_report
-    from recognizer.evaluate import evaluate_systems
 
     if args.hour_check_only:  # the 60-min checks alone, into longform.json beside the evaluation already there
-        from recognizer.spec import from_dict
 
         path = Path(args.out) / "longform.json"
         result = json.loads(path.read_text())

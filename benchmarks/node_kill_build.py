@@ -25,8 +25,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
+import ray
+from ray._private import state
+from ray.cluster_utils import Cluster
+
 from benchmarks.common import write_results
+from benchmarks.dataset_scale import real_items, table
+from configs.dataset import DatasetConfig
 from data.assemble import file_hashes
+from flows.build_dataset import run_build
+from tasks.runtime import prefect_api
 
 
 def _parts(output_root: Path) -> int:
@@ -36,8 +44,6 @@ def _parts(output_root: Path) -> int:
 def _actor_nodes() -> set[str]:
     """Nodes hosting a live Ray Data map actor (an aligner). Read from the GCS (the state API would need the
     dashboard, which this cluster does not run)."""
-    from ray._private import state
-
     return {info.get("Address", {}).get("NodeID") for info in state.actors().values()
             if "MapWorker" in str(info.get("ActorClassName")) and str(info.get("State")) in ("ALIVE", "2")}
 
@@ -46,11 +52,6 @@ def build_with_node_killed(corpus: str, output_root: Path, cfg, kill_after_parts
                            timeout_s: float = 900) -> dict:
     """The build on a fresh 1 + 3 node cluster; a worker node hosting an aligner killed after
     ``kill_after_parts`` parts. {summary, killed_node, parts_before_kill, wall_s}."""
-    import ray
-    from ray.cluster_utils import Cluster
-
-    from flows.build_dataset import run_build
-
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     nodes = [cluster.add_node(num_cpus=1) for _ in range(3)]
     cluster.wait_for_nodes()
@@ -91,9 +92,6 @@ def build_with_node_killed(corpus: str, output_root: Path, cfg, kill_after_parts
 
 
 def measure(corpus: str, workdir: Path, cfg) -> dict:
-    from flows.build_dataset import run_build
-    from tasks.runtime import prefect_api
-
     with prefect_api():
         t0 = time.perf_counter()
         calm = run_build(corpus, str(workdir / "undisturbed"), cfg, workers=2)  # the process pool: the reference
@@ -124,8 +122,6 @@ def main() -> None:
                     help="write the result here instead of into benchmarks/results (the test's drill)")
     args = ap.parse_args()
 
-    from benchmarks.dataset_scale import real_items, table
-    from configs.dataset import DatasetConfig
 
     cfg = DatasetConfig(name="node-kill", shard_size=16, align_batch_size=args.batch, split_by="utterance")
     with tempfile.TemporaryDirectory(prefix="whisperline-node-kill-") as tmp:

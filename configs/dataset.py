@@ -10,6 +10,7 @@ import hashlib
 import json
 from typing import Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
@@ -27,7 +28,7 @@ class DatasetConfig(BaseModel):
     # Whisper sees at most 30 s; longer clips would be truncated silently by pad_or_trim.
     max_duration_s: float = Field(30.0, gt=0, le=30.0)
     # Long-form recordings (meetings, audiobook chapters) with one transcript are aligned whole and cut at aligned
-    # pauses into utterances of at most max_duration_s; off, they are rejected (`too_long`) as before.
+    # pauses into utterances of at most max_duration_s; off, they are rejected (`too_long`).
     long_form: bool = True
     max_recording_s: float = Field(4 * 3600.0, gt=0, description="longest long-form recording accepted")
     # "auto": by speaker within a corpus that has several known speakers, by utterance within a single-speaker
@@ -64,8 +65,6 @@ def load_dataset_config(path: str | None = None, **overrides: object) -> Dataset
     """Read a YAML profile (or the defaults) and apply keyword overrides."""
     values: dict[str, object] = {}
     if path:
-        import yaml
-
         with open(path, encoding="utf-8") as fh:
             loaded = yaml.safe_load(fh) or {}
         values.update(loaded.get("dataset", loaded))
@@ -87,8 +86,6 @@ def load_build_runtime(path: str | None = None, **overrides: object) -> BuildRun
     """The profile's `build:` section, with keyword overrides (the CLI's flags)."""
     values: dict[str, object] = {}
     if path:
-        import yaml
-
         with open(path, encoding="utf-8") as fh:
             values.update((yaml.safe_load(fh) or {}).get("build") or {})
     values.update({k: v for k, v in overrides.items() if v is not None})

@@ -13,6 +13,7 @@ import hashlib
 from pathlib import Path
 from typing import Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from configs.finetune import default_tau0_ms
@@ -151,8 +152,6 @@ def load_sweep_config(path: str | None, base_overrides: dict, **overrides: objec
     """The ``emma_sweep:`` section of a YAML profile (or the defaults), with overrides applied (None = keep)."""
     values: dict = {}
     if path:
-        import yaml
-
         with open(path, encoding="utf-8") as fh:
             values = dict((yaml.safe_load(fh) or {}).get("emma_sweep", {}))
     base = {**values.pop("base", {}), **{k: v for k, v in base_overrides.items() if v is not None}}

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from typing import Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from configs.jobs import JobConfig
@@ -71,8 +72,7 @@ class JoinSettings(BaseModel):
     adapter never saw those encoder positions or decoder contexts. Word and token times follow each clip."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    # on by default: chosen on dev in two rounds, each rule written before its run (docs/decisions/joined-clips.md);
-    # a joined step costs ~2.5x (longer clips, no log-mel cache)
+    # on by default (docs/decisions/joined-clips.md); a joined step costs more (longer clips, no log-mel cache)
     p: float = Field(0.5, ge=0, le=1, description="probability that a clip is joined with others (0: off)")
     max_utterances: int = Field(4, ge=2, description="at most this many clips in one joined clip")
     gap_ms: tuple[int, int] = Field((0, 500), description="silence added between two clips (each keeps its own)")
@@ -93,7 +93,7 @@ class DistillSettings(BaseModel):
     lacks, and its whole distribution teaches, not only the one target token."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    # on by default: chosen on dev (docs/decisions/distillation.md); each step costs ~1.4x (the teacher's passes)
+    # on by default (docs/decisions/distillation.md); each step also runs the teacher's passes
     weight: float = Field(0.5, ge=0, le=1, description="loss = (1 - weight) CE + weight KL; 0: off")
     temperature: float = Field(2.0, gt=0, description="softens both distributions; KL scaled by T^2 (Hinton)")
 
@@ -115,7 +115,7 @@ class FinetuneConfig(JobConfig):
     chunk_ms_choices: tuple[int, ...] | None = None
     sample_fraction: float | None = Field(None, gt=0, le=1, description="f̂; default: the paper's value per chunk")
     margin_ms: int = Field(1000, ge=0, description="sample points up to the speech end plus this (silence)")
-    # A learning curve over data size (issue 28) trains on nested subsets of the same datasets: each dataset's
+    # A learning curve over data size (docs/decisions/data-size.md) trains on nested subsets: each dataset's
     # ceil(fraction·n) utterances whose keys hash lowest (training.causal.data.key_subset), so every seed sees the
     # same subset and a larger fraction adds utterances to a smaller one's instead of swapping them.
     train_fraction: float = Field(1.0, gt=0, le=1, description="share of each training dataset's utterances")
@@ -199,8 +199,6 @@ def load_finetune_config(path: str | None = None, **overrides: object) -> Finetu
     """Read the ``finetune:`` section of a YAML profile (or the defaults) and apply keyword overrides."""
     values: dict[str, object] = {}
     if path:
-        import yaml
-
         with open(path, encoding="utf-8") as fh:
             loaded = yaml.safe_load(fh) or {}
         values.update(loaded.get("finetune", {}))

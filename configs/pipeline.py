@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from configs.dataset import BuildRuntime, DatasetConfig
@@ -68,9 +69,9 @@ class PipelineConfig(BaseModel):
     # run's hush word (the hush-word stage's product) and the served spec's own padding
     # (docs/decisions/verifier-hush-word.md)
     two_pass_verifiers: tuple[Literal["hush", "zeros_5s", "noise_5s", "pad30"], ...] = ("hush", "zeros_5s")
-    # EMMA among the recognizers the promote stage registers: only where it earns its place, writing earlier than the
-    # stability rule at a WER not separably worse. On dev it did not (docs/decisions/emma-candidate.md), so it is left
-    # out; the sweep still runs, tracks and promotes its own policies
+    # EMMA among the recognizers the promote stage registers: off, as it did not write earlier than the stability
+    # rule at a WER not separably worse (docs/decisions/emma-candidate.md); the sweep still runs, tracks and promotes
+    # its own policies
     emma_candidate: bool = False
     hush_word: dict = Field(default_factory=dict)
     finetune: dict = Field(default_factory=dict)
@@ -128,8 +129,6 @@ def load_pipeline_config(path: str | None, **overrides: object) -> PipelineConfi
     the pipeline's own overrides of them."""
     values: dict = {}
     if path:
-        import yaml
-
         with open(path, encoding="utf-8") as fh:
             profile = yaml.safe_load(fh) or {}
         values = dict(profile.get("pipeline", {}))

@@ -11,7 +11,7 @@ removes; of two concurrent builds of one version the first wins. Object storage 
 written once, straight to their final keys, and `dataset.json` — the marker — is written last with one PUT. A
 version exists only when its marker does, and a published marker is never deleted: two builders of one version
 write the same bytes (the version id is their content), so each object PUT replaces an object with an identical one
-and a reader sees the whole version or none, whatever the interleaving (``tests/test_build_scale.py``: two builders in lock step).
+and a reader sees the whole version or none, whatever the interleaving.
 """
 
 from __future__ import annotations

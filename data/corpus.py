@@ -17,8 +17,7 @@ a malformed line, a duplicate id) become `ScanReject`s: nothing is dropped silen
 
 Every reader is a generator (``iter_corpus``: items and rejects as they are read, unsorted, duplicates kept), so a
 build of a corpus of any size holds no list of them: ``data.scan.scan`` streams them into a columnar table.
-``read_corpus`` (and ``read_folder``, ``read_table``, ``data.corpus_lhotse.read_lhotse``) collect them for callers
-that want lists.
+``read_corpus`` (and ``read_folder``, ``read_table``) collect them for callers that want lists.
 """
 
 from __future__ import annotations
@@ -132,10 +131,6 @@ def _lines(path: Loc) -> Iterator[str]:
         yield from fs.read_text(path).splitlines()
 
 
-def _read_text(path: Loc) -> str:
-    return path.read_text(encoding="utf-8") if isinstance(path, Path) else fs.read_text(path)
-
-
 Read = CorpusItem | ScanReject
 
 
@@ -148,7 +143,7 @@ def iter_corpus(spec: str | Path) -> Iterator[Read]:
         recordings, _, supervisions = text[len("lhotse:") :].partition(",")
         if not supervisions:
             raise ValueError("lhotse corpus spec is 'lhotse:<recordings>,<supervisions>'")
-        from data.corpus_lhotse import iter_lhotse_spec  # lhotse is an optional dependency
+        from data.corpus_lhotse import iter_lhotse_spec  # lazy: data.corpus_lhotse imports this module
 
         return iter_lhotse_spec(recordings, supervisions)
     if fs.is_remote(text):

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from data import fs
-from data.corpus import CorpusItem, Read, ScanReject, collect_reads
+from data.corpus import CorpusItem, Read, ScanReject
 
 
 def iter_lhotse_spec(recordings: str, supervisions: str) -> Iterator[Read]:
@@ -15,12 +15,6 @@ def iter_lhotse_spec(recordings: str, supervisions: str) -> Iterator[Read]:
     # stays where it is
     with fs.local_copy(recordings) as rec_file, fs.local_copy(supervisions) as sup_file:
         yield from iter_lhotse(Path(rec_file), Path(sup_file), corpus=Path(fs.name(supervisions)).name.split(".")[0])
-
-
-def read_lhotse(recordings: Path, supervisions: Path, corpus: str | None = None
-                ) -> tuple[list[CorpusItem], list[ScanReject]]:
-    """:func:`iter_lhotse`, collected."""
-    return collect_reads(iter_lhotse(recordings, supervisions, corpus))
 
 
 def iter_lhotse(recordings: Path, supervisions: Path, corpus: str | None = None) -> Iterator[Read]:

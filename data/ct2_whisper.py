@@ -6,15 +6,12 @@ from __future__ import annotations
 import base64
 import gzip
 import re
-from typing import TYPE_CHECKING
-
 import numpy as np
 import torch
+import whisper
+from whisper.model import ModelDimensions, Whisper
 
 from data.ct2 import CT2Model, WeightsError
-
-if TYPE_CHECKING:  # whisper is imported lazily: it pulls in numba/tiktoken, slow for CLI start-up
-    from whisper.model import Whisper
 
 
 # Scalars CTranslate2 stores as "variables" that describe the architecture rather than hold weights. The values
@@ -219,15 +216,11 @@ def ct2_to_whisper(model: CT2Model, label: str = "model.bin") -> tuple[dict[str,
 
 
 def _alignment_heads(name: str) -> bytes | None:
-    import whisper
-
     return whisper._ALIGNMENT_HEADS.get(name)  # noqa: SLF001 - the only place openai-whisper exposes them
 
 
 def strict_model(dims: dict[str, int], state_dict: dict[str, torch.Tensor], label: str) -> Whisper:
     """Build a Whisper model and load the weights with strict=True; any mismatch becomes a WeightsError."""
-    from whisper.model import ModelDimensions, Whisper
-
     try:
         model = Whisper(ModelDimensions(**dims))
         model.load_state_dict(state_dict, strict=True)

@@ -6,9 +6,9 @@ Why Ray Data and not prefect-ray's RayTaskRunner (each mapped Prefect task run b
   per worker process by accident;
 - Ray Data's streaming executor bounds the work in flight and hands back only what `map_batches` returns (a
   batch's counts: the rows go to Parquet parts in the work store), so the driver's memory stays flat;
-- LibriSpeech-960 in batches of 256 is ~1,100 batches: as Prefect task runs that is ~1,100 runs each writing states
-  to one Prefect database (the "database is locked" failure mode); here it is one Prefect task with one state,
-  while Ray's dashboard shows the per-batch progress and restarts lost actors and retries their batches.
+- a corpus-scale build has thousands of batches: as Prefect task runs each writes states to one Prefect database (the
+  "database is locked" failure mode); here it is one Prefect task with one state, while Ray's dashboard shows the
+  per-batch progress and restarts lost actors and retries their batches.
 The process pool (Prefect's ProcessPoolTaskRunner over `data.parts.process_batch`) stays the default without a
 cluster. Both call the same `process_batch` on the same batches, so the parts — and the dataset — are byte-identical.
 """
@@ -23,6 +23,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from configs.dataset import DatasetConfig
 from data.inputs import BatchRef
 from data.parts import BatchResult, process_batch
+from data.stages import shared_aligner
+from data.store import WorkStore
 
 # What a worker must see of the driver's environment on a cluster it did not start (object storage, chaos drills).
 _ENV_PREFIXES = ("AWS_", "FSSPEC_", "WHISPERLINE_")
@@ -42,9 +44,6 @@ class _BatchWorker:
     """One Ray Data actor: loads the aligner once, then builds one batch's part per call."""
 
     def __init__(self, cfg_json: str, work_root: str, code_version: str, aligner_version: str, tokenizer: str):
-        from data.stages import shared_aligner
-        from data.store import WorkStore
-
         self.cfg = DatasetConfig.model_validate_json(cfg_json)
         self.store = WorkStore(work_root)
         self.kw = {"code_version": code_version, "aligner_version": aligner_version, "tokenizer": tokenizer}
@@ -62,7 +61,7 @@ class _BatchWorker:
 def connect(address: str, workers: int | None) -> bool:
     """Join the cluster at ``address`` ("auto", "ray://…", host:port) or start a local instance ("local").
     Returns whether this call connected (and so should disconnect)."""
-    import ray
+    import ray  # lazy: Ray only when a build runs on it (the process pool needs none)
 
     if ray.is_initialized():
         return False
@@ -78,7 +77,7 @@ def connect(address: str, workers: int | None) -> bool:
 def run_batches(batches: Sequence[BatchRef], cfg: DatasetConfig, work_root: str, *, code_version: str,
                 aligner_version: str, tokenizer: str, address: str, workers: int | None = None) -> Iterator[BatchResult]:
     """Build every batch's part on the Ray cluster; yields the batches' counts as they finish (any order)."""
-    import ray
+    import ray  # lazy: as in connect
     import ray.data
 
     connected = connect(address, workers)

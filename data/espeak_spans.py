@@ -1,6 +1,6 @@
 """From espeak-ng events to transcript word spans (pure functions; ``data.espeak`` gives the events).
 
-Timing rule (measured on espeak-ng 1.51, see ``word_spans``):
+Timing rule (espeak-ng 1.51's event order, see ``word_spans``):
 
 * every phoneme event opens an interval that closes at the next event of any kind (phoneme,
   pause, word, sentence end) with a later sample position;
@@ -76,7 +76,7 @@ def word_spans(text: str, events: Sequence[tuple[int, int, int, str]], n_samples
 
     ``events`` are (type, sample, text_position, phoneme name) in the order espeak emitted them;
     ``counts`` the isolated phoneme count of each transcript word. See the module docstring for
-    the rule. What it rests on (measured over the built-in texts × all voices): a phoneme
+    the rule. What it rests on (espeak's events over the built-in texts × all voices): a phoneme
     event's sample is where that phoneme's audio starts (silence right before it at stop bursts
     and after pauses); a WORD event either coincides with its first phoneme, or comes after the
     previous word's last phoneme, where the new word's audio (a stop closure, a short gap, the

@@ -1,10 +1,9 @@
 """A tiny fsspec layer for the data path: every path is a ``str``, either a local path or a URL (``s3://bucket/key``).
 
-Local paths take the plain ``os``/``shutil`` route (byte-identical to what the code did before URLs); URLs go
-through fsspec (s3fs for ``s3://``). Every path or URL returned keeps the scheme it was given (``s3://…``).
+Local paths take the plain ``os``/``shutil`` route; URLs go through fsspec (s3fs for ``s3://``). Every path or URL
+returned keeps the scheme it was given (``s3://…``).
 
-Object storage configuration comes from the environment, so that it reaches subprocesses and Ray workers
-(checked with s3fs 2026.9 / aiobotocore 3.10 / botocore 1.43 against moto's standalone server):
+Object storage configuration comes from the environment, so that it reaches subprocesses and Ray workers:
 
 - ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` (and ``AWS_SESSION_TOKEN`` if any): credentials, read by botocore
   whenever a client is created;
@@ -280,27 +279,6 @@ def rm_tree(path: str | os.PathLike) -> None:
     with contextlib.suppress(FileNotFoundError):
         if fs.isfile(p):
             fs.rm_file(p)
-
-
-def copy_tree(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    """Copy every file under ``src`` to the same relative path under ``dst`` (existing files are overwritten).
-
-    On S3 the copies are server-side (CopyObject): no bytes pass through this process. Locally shutil.copytree.
-    Both ends must be on the same filesystem.
-    """
-    s, d = _str(src), _str(dst)
-    if is_remote(s) != is_remote(d) or protocol(s) != protocol(d):
-        raise ValueError(f"copy_tree needs both ends on one filesystem: {s} -> {d}")
-    if not is_remote(s):
-        shutil.copytree(_local(s), _local(d), dirs_exist_ok=True)
-        return
-    fs, sp = fs_and_path(s)
-    _, dp = fs_and_path(d)
-    sp, dp = sp.rstrip("/"), dp.rstrip("/")
-    keys = fs.find(sp + "/")
-    if not keys:
-        raise FileNotFoundError(f"nothing under {s}")
-    fs.copy(keys, [dp + k[len(sp):] for k in keys])
 
 
 def sha256(path: str | os.PathLike) -> str:

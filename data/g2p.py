@@ -3,8 +3,7 @@
 - a hyphenated word ("forty-two", kept by data.text.normalize_word) is its parts in a row, each from
   the dictionary where it has them;
 - anything else comes from espeak-ng's rule-based grapheme-to-phoneme (``espeak-ng -q --ipa --sep=_``),
-  its IPA mapped to ARPAbet. Measured on the real speech, espeak's guesses for names and rare words
-  ("Sweynheim", "Subiaco") align as well as the hand-made entries of the reference alignment.
+  its IPA mapped to ARPAbet (its guesses for names and rare words align about as well as hand-made entries).
 Failing raises `G2PError`; the aligner turns that into a reject with the word named.
 """
 

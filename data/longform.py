@@ -4,38 +4,27 @@
 recording, the slice of ``words`` each holds, and the words' spans relative to the segment
 start) or raises ``AlignmentError`` with a reason code; ``cut(audio, segment)`` is its clip.
 
-Approach: windowed forced alignment with anchors, using nothing but ``Aligner.align``.
+Approach: windowed forced alignment with anchors, using nothing but ``Aligner.align``. Aligning a
+whole recording at once costs more than linear time and memory in its length; windows keep both
+bounded, but need an aligner that takes ``window_ms`` of audio (pocketsphinx, MFA; not whisper).
 
-* The recording is aligned in windows of ``window_ms`` (45 s) that start at the previous cut.
-  Each window gets *fewer* words than it holds: those expected in its first
-  ``max_segment_ms`` + 3 s, estimated from an energy VAD (words per second of speech in the
-  whole recording × speech in that stretch). Measured with pocketsphinx: extra audio after
-  the last word is absorbed by silence/filler models and leaves earlier words where they
-  are (median error 10 ms, as in the interior), except the last two words, which may stretch
-  over the speech that follows (37 % / 11 % off by > 100 ms). So the last ``TAIL_GUARD`` words
-  of a truncated window are never trusted; words that do not fit (the window's last word
-  ends in its last 1.5 s) make the window retry with fewer words.
+* The recording is aligned in windows of ``window_ms`` that start at the previous cut. Each
+  window gets only the words expected in its first ``max_segment_ms`` + ``LOOKAHEAD_MS``
+  (speaking rate from an energy VAD × speech in that stretch). An aligner may stretch the last
+  words of a truncated window over the speech that follows, so its last ``TAIL_GUARD`` words are
+  never trusted; a window whose last word ends within ``SQUEEZE_MS`` of its end retries with fewer words.
 * A cut candidate is a gap ≥ ``min_pause_ms`` between two trusted consecutive words; the cut
   is the middle of the gap (clamped to ``max_segment_ms``, keeping ≥ min_pause/2 after the
   word), so no word is cut. An energy check at the cut guards against a gap the aligner
   invented inside speech.
-* Choice (greedy, because the windows are only known one at a time): in the second half
-  of the allowed span take the longest pause (lengths capped at 600 ms, ties → later),
-  i.e. prefer sentence breaks but keep segments long; otherwise the latest candidate. This
-  never gets stuck where always taking the latest pause would not: a cut is always a pause,
-  and the first latest-pause cut past any cut p lies within max_segment_ms of p (it is at
-  most max_segment_ms after the previous latest cut, which is ≤ p), so p has a candidate.
-  The latest-pause greedy itself reaches the end whenever any segmentation can.
+* Choice (greedy, because the windows are only known one at a time): in the second half of the
+  allowed span the longest pause (capped at ``PREFERRED_PAUSE_MS``, ties → later), i.e. sentence
+  breaks but long segments; otherwise the latest candidate. This reaches the end whenever
+  always taking the latest pause would: the first latest-pause cut past any cut p lies within
+  max_segment_ms of p.
 * Every segment clip is then aligned on its own: its spans are exactly what the ordinary
   align stage computes for a ≤ 30 s utterance, and they must agree with the window's
   (median word-end difference ≤ ``AGREE_MS``), a check that the words were split right.
-
-Why not align the whole recording at once: it works, but cost grows faster than the length.
-Measured (pocketsphinx 5.1.1, LJSpeech joined with 0.7 s pauses, CPU seconds per minute of
-audio, RSS growth): whole 101 s 0.84 s/min +19 MB, 252 s 1.25 +46 MB, 504 s 1.97 +92 MB,
-1009 s 2.59 +151 MB; windowed (window + re-alignment of every clip) 1.40, 1.50, 1.45 and at
-1527 s 1.50 s/min, with no RSS growth. Windowed is linear with bounded memory whatever the
-length; it needs an aligner that takes ``window_ms`` of audio (pocketsphinx, MFA; not whisper).
 
 Word items are opaque units (one may contain spaces, "one thousand dollars"): they are passed
 to the aligner unchanged; only the speaking-rate estimate counts their space-separated parts.

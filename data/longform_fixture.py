@@ -1,6 +1,6 @@
 """Long-form test recordings: utterances joined with known pauses into one recording + one transcript.
 
-Used by tests/test_longform.py and benchmarks (dataset_scale). Sources of utterances are corpus
+Used by tests and benchmarks. Sources of utterances are corpus
 folders in the project's format (``transcripts.tsv`` + ``wav/<id>.wav``): the real speech at
 ``$WHISPERLINE_REALSPEECH/{ljspeech,cmu_arctic}`` or an espeak-ng corpus from
 ``data.synth.write_synthetic_corpus``. Nothing here copies source data anywhere but ``out_dir``.

@@ -6,12 +6,9 @@ splits it trained on into its metadata file:
 
 - a causal LoRA adapter (per-chunk or random-chunk): ``whisperline_adapter.json`` → ``datasets``, ``train_splits``;
 - a hush word: ``hush_word.json`` → ``datasets``, ``train_splits``;
-- an EMMA policy: ``policy.json`` → ``datasets``, ``train_splits`` (older policies: ``config.datasets`` /
-  ``config.splits``) and, for a policy trained on a causal LoRA adapter, that adapter's own provenance
-  (``adapter_provenance``; older policies: read from ``config.adapter_dir``): the policy was shaped by what the
-  adapter saw;
-- a registered model version: the artifact folders of its pyfunc model (``adapter``, ``policy``, ``hush_word``),
-  downloaded by :func:`registered_version_dirs`.
+- an EMMA policy: ``policy.json`` → ``datasets``, ``train_splits`` (or ``config.datasets`` / ``config.splits``)
+  and, for a policy trained on a causal LoRA adapter, that adapter's own provenance (``adapter_provenance``, or
+  read from ``config.adapter_dir``): the policy was shaped by what the adapter saw.
 
 An artifact that records no training datasets, or not the splits it trained on, is refused (``ProvenanceError``):
 an unknown provenance cannot be shown to be held out. So is one whose recorded dataset version is no longer where it
@@ -161,19 +158,3 @@ def check_artifacts_held_out(artifact_dirs: Sequence[str | Path], held_out_dirs:
                            f"data of what is being scored: {examples}{' …' if len(shared) > 5 else ''}. Score on "
                            "audio no scored artifact trained on")
     return summary
-
-
-def registered_version_dirs(tracking_uri: str, registered_model: str, version: str, dst: str | Path) -> list[str]:
-    """Download registered ``version``'s pyfunc model to ``dst``; its artifact folders (adapter, policy, hush word:
-    whatever records training data), for :func:`check_artifacts_held_out`. ``ProvenanceError`` when it has none."""
-    import mlflow
-
-    mlflow.set_tracking_uri(tracking_uri)
-    mlflow.set_registry_uri(tracking_uri)
-    root = Path(mlflow.artifacts.download_artifacts(artifact_uri=f"models:/{registered_model}/{version}",
-                                                    dst_path=str(dst)))
-    dirs = sorted({str(p.parent) for name in KINDS for p in root.rglob(name)})
-    if not dirs:
-        raise ProvenanceError(f"{registered_model} version {version}: its model holds no artifact that records "
-                              "its training data (adapter, EMMA policy or hush word)")
-    return dirs

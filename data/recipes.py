@@ -10,7 +10,8 @@ Plain functions, as lhotse's own recipes:
 Every function returns `PreparedCorpus` values whose ``spec`` goes to ``whisperline data build``. What could not
 be used (a transcript line without audio, audio without a transcript, an unreadable file: lhotse's recipes only
 log a warning for missing audio) is returned in ``problems`` and written to ``<name>.problems.tsv`` beside the
-manifests; ``strict=True`` raises instead.
+manifests; ``strict=True`` raises instead. lhotse (the optional ``lhotse`` extra) is imported inside each recipe,
+so this module loads without it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from data.corpus import speaker_from_id
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
 # Columns lhotse 1.x's Common Voice recipe reads from every row (a release without them fails inside lhotse)
@@ -201,8 +204,6 @@ def _tsv(path: Path, problems: list[Problem]) -> dict[str, str]:
 def longform_speaker(stem: str, speakers: dict[str, str]) -> str:
     """speakers.tsv, else a speaker id a public corpus puts in the name, else the stem's prefix before the first
     ``_``/``-``/``.`` (``alice_2024-05-03`` → ``alice``), else "unknown"."""
-    from data.corpus import speaker_from_id
-
     if stem in speakers:
         return speakers[stem]
     if known := speaker_from_id(stem):

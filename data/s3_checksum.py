@@ -19,8 +19,8 @@ import fsspec
 # A multipart object's checksum is a checksum of part checksums, not comparable: those keep the size check.
 ONE_PUT_BYTES = 100 << 20
 
-# S3-compatible stores that answered a checksum header with an error (an older MinIO or Ceph, Backblaze B2's S3 API
-# once): their uploads go without it, once per process, and their versions keep the size check
+# S3-compatible stores that answered a checksum header with an error (e.g. an older MinIO or Ceph): their uploads go
+# without it, once per process, and their versions keep the size check
 NO_CHECKSUM_STORES: set[str] = set()
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,12 @@
 """The scan stage: a corpus description → its inputs as one columnar table, each input's audio hashed.
 
-Why columnar: a build's driver used to hold the whole corpus as Python objects (a ``CorpusItem`` and a ``Scanned``
-per input, ~1.2 KB each: ~0.34 GB at LibriSpeech-960's 281k inputs) from the first line read until the inputs table
-was written. Here the readers (``data.corpus.iter_corpus``) stream into Arrow record batches of ``CHUNK`` rows, so
-an input costs its bytes in Arrow buffers (its strings, ~0.2–0.3 KB) and Python objects exist for one chunk at a
-time. The table must still be whole before it is written: the splits need the whole corpus (``split_by: auto``
-counts each corpus's speakers) and duplicate ids need a sort.
+Why columnar: the driver must hold the whole corpus until the inputs table is written (the splits need the whole
+corpus: ``split_by: auto`` counts each corpus's speakers; duplicate ids need a sort), and a Python object per input
+would make that grow by about a kilobyte per input. The readers (``data.corpus.iter_corpus``) stream into Arrow
+record batches of ``CHUNK`` rows, so an input costs its bytes in Arrow buffers and Python objects exist for one
+chunk at a time.
 
-Order of work, as the list-based scan did it: read (reader rejects kept), reject ids that collide as shard keys
+Order of work: read (reader rejects kept), reject ids that collide as shard keys
 (the first in (utt_id, audio_path) order keeps the key), then hash each kept input's bytes (inputs are identified by
 content; a file that cannot be read becomes ``unreadable_audio``). The table keeps the reading order: what comes
 after (splits, build order) does not depend on it. One filtered copy of the table is made, at the end.
@@ -71,8 +70,8 @@ def _scan_reject(r: ScanReject) -> Reject:
 def reject_duplicates(table: pa.Table) -> tuple[pa.Array, list[Reject]]:
     """(a mask of the rows to keep, a reject per id that collides as a shard key with a kept one).
 
-    The row kept for a key is the one the list-based scan kept: the first in (utt_id, audio_path) order. Only the
-    sort's indices are materialised, not a sorted copy of the table."""
+    The row kept for a key is the first in (utt_id, audio_path) order. Only the sort's indices are materialised, not a
+    sorted copy of the table."""
     n = table.num_rows
     if n == 0:
         return pa.array([], pa.bool_()), []

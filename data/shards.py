@@ -4,7 +4,7 @@ Samples are written in build order, `shard_size` per tar, while they stream in (
 metadata (mtime 0, uid/gid 0, fixed user/group names and mode) and canonical JSON; nothing depends on the clock.
 A shard is written sample by sample into a spool file — beside its final name locally, renamed into place when
 complete; in a temporary folder for object storage, then uploaded whole — so a reader never sees a half-written tar
-and the writer holds one sample, not a shard (256 long-form segments were ~45 MB, held twice while the tar was built).
+and the writer holds one sample in memory, not a shard.
 Reading uses webdataset with secure mode on (no pipe:/file: URLs, no pickle decoding); shards on object storage
 (``s3://…``) are opened through fsspec (data/fs.py), registered as webdataset's opener for those schemes: no shell
 pipes, no curl.
@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 import webdataset as wds
+from webdataset.gopen import gopen_schemes  # the dispatch table gopen() reads
 
 from data import fs
+from data.audio import decode_audio
 from data.chaos import step
 
 
@@ -199,16 +201,12 @@ FSSPEC_SCHEMES = ("s3", "s3a")
 
 
 def _gopen_fsspec(url: str, mode: str = "rb", bufsize: int = 8192, **_kw):
-    from data import fs
-
     if mode != "rb":
         raise ValueError(f"{url}: shards are only read through webdataset (mode {mode!r})")
     return fs.open_read(url)
 
 
 def _register_fsspec_openers() -> None:
-    from webdataset.gopen import gopen_schemes  # the dispatch table gopen() reads
-
     for scheme in FSSPEC_SCHEMES:
         gopen_schemes[scheme] = _gopen_fsspec
 
@@ -217,8 +215,6 @@ def iter_shard_samples(paths: Sequence[str | Path]) -> Iterator[dict]:
     """Yield {'__key__', 'audio': float32 16 kHz array, 'meta': dict} from shards, in order.
 
     ``paths`` are local paths or ``s3://…`` URLs (read through fsspec, see data/fs.py for the S3 settings)."""
-    from data.audio import decode_audio
-
     wds.utils.enforce_security = True
     _register_fsspec_openers()
     # Every caller gets every listed shard, also inside a distributed job: training ranks choose their samples

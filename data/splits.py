@@ -4,18 +4,17 @@ Adding or removing other utterances never moves an utterance to another split, a
 `split_by="speaker"` no speaker is in two splits.
 
 `split_balance="words"` (``assign_balanced``) trades that stability for sizes: a small real corpus has a few large
-groups (five speakers hold 500 words of one folder), and a plain hash lands most of them on one side, so a 40/60 dev/test
-plan came out 265/1349 words. Balanced assignment deals the groups largest first (ties in hash order) to the split
-furthest below its share of the words (the classic longest-first rule: a large group dealt late cannot be balanced): the result depends on the whole corpus (a new speaker can move others), which is
-fine for an evaluation corpus that is rebuilt as one version, not for a growing training corpus. `split_by="auto"` splits each corpus by speaker when it has
-several known speakers and by utterance otherwise (a corpus that grows from one speaker to two switches once).
+groups, and a plain hash can land most of them on one side. Balanced assignment deals the groups largest first (ties
+in hash order) to the split furthest below its share of the words (longest-first: a large group dealt late cannot be
+balanced). The result depends on the whole corpus (a new speaker can move others): fine for an evaluation corpus that
+is rebuilt as one version, not for a growing training corpus. `split_by="auto"` splits each corpus by speaker when it
+has several known speakers and by utterance otherwise (a corpus that grows from one speaker to two switches once).
 
 `dominant_speaker_share` (``share_dominant_groups``): a speaker who holds a large share of all the words is a domain
-of their own, and a speaker split puts that whole domain in one split (the evaluation corpus's spontaneous speech is one
-speaker's 479 words, a quarter of the corpus: all of them went to test, 42 % of its words, against 19 words of such
-speech on dev, so no dev choice could see it). Such a speaker's utterances are hashed into the splits one by one,
-after every other group has been placed, so that no other utterance moves. The price, that speaker in dev and test,
-is stated in the dataset card (``speakers_in_several_splits``).
+of their own, and a speaker split would put that whole domain in one split, out of sight of every dev choice
+(docs/decisions/dev-test-split.md). Such a speaker's utterances are hashed into the splits one by one, after every
+other group has been placed, so that no other utterance moves. The price, that speaker in dev and test, is stated in
+the dataset card (``speakers_in_several_splits``).
 """
 
 from __future__ import annotations

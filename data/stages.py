@@ -112,10 +112,10 @@ class AlignStats:
 def stop_if_orphaned() -> None:
     """End this process if it is a pool worker whose build driver has died.
 
-    A process pool hands each worker queued batches, and a batch of long-form recordings aligns for minutes: a killed
-    driver (``pkill -f`` on the build) left its workers aligning queued batches for ~50 minutes, for nobody. Checked
-    at every batch and before every long-form recording. ``os._exit``: raising would leave the worker waiting forever
-    on the dead driver's call queue. Not a pool worker (the driver itself, a Ray actor): no parent, nothing to do.
+    A process pool hands each worker queued batches, and a batch of long-form recordings aligns for minutes: without
+    this, a killed driver leaves its workers aligning queued batches for nobody. Checked at every batch and before
+    every long-form recording. ``os._exit``: raising would leave the worker waiting forever on the dead driver's call
+    queue. Not a pool worker (the driver itself, a Ray actor): no parent, nothing to do.
     """
     parent = multiprocessing.parent_process()
     if parent is not None and not parent.is_alive():

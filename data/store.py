@@ -13,6 +13,8 @@ import json
 import uuid
 from pathlib import Path
 
+from data import fs
+
 
 def file_sha256(path: str | Path, block: int = 1 << 20) -> str:
     digest = hashlib.sha256()
@@ -34,8 +36,6 @@ class WorkStore:
     """Under a local folder or an object-store prefix (``s3://…``): on a cluster every worker shares it."""
 
     def __init__(self, root: str | Path) -> None:
-        from data import fs
-
         self.fs = fs
         self.root = str(root)
         fs.ensure_dir(self.root)

@@ -35,6 +35,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import soxr
+from tqdm import tqdm
+
 from data.espeak import SynthesisError, Worker, espeak_version
 from data.espeak_spans import text_words, word_spans
 from data.synth_texts import BUILTIN_TEXTS
@@ -64,9 +68,8 @@ RATE_WPM = (140, 190)
 PITCH = (40, 60)  # espeakPITCH, 0..100 (50 = the voice's own)
 LEAD_PAD_S = (0.05, 0.25)
 TRAIL_PAD_S = (0.0, 0.15)
-# A seeded white-noise floor under the whole file (espeak's pauses and the pads are otherwise
-# digital zeros, which no recording has and which broke the pocketsphinx aligner on about half
-# of the utterances: log-energy of an all-zero frame).
+# A seeded white-noise floor under the whole file: espeak's pauses and the pads are otherwise digital zeros,
+# which no recording has and whose -inf log energy derails the pocketsphinx aligner.
 NOISE_DBFS = (-70.0, -60.0)
 
 
@@ -165,8 +168,6 @@ def _texts_digest(texts: Sequence[str] | None) -> str:
 
 
 def _params(n: int, texts: Sequence[str] | None, seed: int, version: str) -> dict:
-    import soxr
-
     return {
         "format": FORMAT_VERSION,
         "n": n,
@@ -210,9 +211,6 @@ def _complete(folder: Path, params: dict | None = None) -> dict | None:
 
 def _render(plan: _Plan, answer: dict, espeak_rate: int) -> tuple[bytes, list[tuple[str, float, float]], float]:
     """Resample to 16 kHz PCM16, pad, and turn event samples into seconds in the written file."""
-    import numpy as np
-    import soxr
-
     raw = np.frombuffer(answer["audio"], dtype=np.int16)
     if raw.size == 0:
         raise SynthesisError(f"{plan.utt_id}: espeak produced no audio for {plan.text!r}")
@@ -313,8 +311,6 @@ def _synthesize_all(plans: Sequence[_Plan], folder: Path, progress: bool, worker
     started = time.perf_counter()
     bar = None
     if progress:
-        from tqdm import tqdm
-
         bar = tqdm(total=len(plans), desc="espeak-ng", unit="utt")
     try:
         for _ in range(n_workers):

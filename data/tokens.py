@@ -28,7 +28,7 @@ from data.types import WordSpan
 @lru_cache(maxsize=2)
 def get_tokenizer(family: str):  # -> whisper.tokenizer.Tokenizer
     """Whisper's tokenizer; its vocabulary ships inside the openai-whisper wheel (no download)."""
-    from whisper.tokenizer import get_tokenizer as whisper_tokenizer
+    from whisper.tokenizer import get_tokenizer as whisper_tokenizer  # lazy: whisper pulls torch
 
     if family not in ("english", "multilingual"):
         raise ValueError(f"tokenizer family must be 'english' or 'multilingual', not {family!r}")

@@ -4,12 +4,16 @@ Default tracking store: ``sqlite:///<cwd>/mlruns/mlflow.db`` with artifacts unde
 config or ``MLFLOW_TRACKING_URI``). Every run carries the tags of ``standard_tags`` (dataset versions, base weights
 sha256, git commit, config hash) and a ``whisperline.run_key``: a retried or resumed run reopens the unfinished
 run with its key instead of starting a new one.
+
+mlflow is imported inside the functions that call it: light code paths (the CLI, the serving app, the gate) import
+this module for its conventions without paying for mlflow.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,8 +41,7 @@ def require_tracking(tracking_uri: str, attempts: int = 3, wait_s: float = 2.0) 
     """Fail fast, with a message that says what to do, when the tracking store is not usable: an HTTP server must
     answer ``/health`` (a few tries, ``wait_s`` apart, for a server that is still starting), a sqlite file must be
     creatable. Other schemes (databricks, …) are left to MLflow."""
-    import time
-    import urllib.error
+    import urllib.error  # lazy: urllib.request loads http/ssl, which the light importers of this module never use
     import urllib.request
 
     if tracking_uri.startswith(("http://", "https://")):
@@ -149,8 +152,6 @@ def finished_run(tracking_uri: str, experiment: str, run_key: str) -> str | None
 
 
 def log_metrics(tracking_uri: str, run_id: str, metrics: Mapping[str, float], step: int) -> None:
-    import time
-
     from mlflow.entities import Metric
 
     ts = int(time.time() * 1000)

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import soxr
 
 from data.store import file_sha256
 from data.synth import _clean_stale_partials, _write_wav
@@ -43,8 +44,8 @@ log = logging.getLogger(__name__)
 SAMPLE_RATE = 16_000
 LEAD_PAD_S = (0.10, 0.25)
 TRAIL_PAD_S = (0.10, 0.25)
-# A seeded noise floor under the whole file: digital silence (the synthesizers pad with zeros) broke the
-# pocketsphinx aligner before (log-energy of an all-zero frame), see data.synth.NOISE_DBFS.
+# A seeded noise floor under the whole file: digital silence (the synthesizers pad with zeros) derails the
+# pocketsphinx aligner (log-energy of an all-zero frame), see data.synth.NOISE_DBFS.
 NOISE_DBFS = (-70.0, -60.0)
 MAX_TEXT_CHARS = 400
 # What the transcript can say literally: English letters, digits, and punctuation espeak reads as the text means
@@ -113,8 +114,6 @@ def finish_utterance(audio: np.ndarray, rate: int, plan: Plan, engine: str,
                      wav_dir: str) -> tuple[int, float, str | None]:
     """The synthesizer's float audio at ``rate`` → 16 kHz with the plan's pads and noise floor, written as
     ``wav_dir/<utt_id>.wav``: (index, seconds, None), or (index, 0, why) for output too short to be speech."""
-    import soxr
-
     audio = np.asarray(audio, dtype=np.float64)
     if audio.size < rate // 10:
         return plan.index, 0.0, f"{engine} produced {audio.size} samples"

@@ -59,12 +59,12 @@ _ENGINE = None  # one Kokoro per process, loaded by _init_worker
 
 def _init_worker(model_path: str, voices_path: str) -> None:
     global _ENGINE
-    import onnxruntime as ort
+    import onnxruntime as ort  # lazy: the synthesis workers load the runtime, the caller does not
     from kokoro_onnx import Kokoro
 
     opts = ort.SessionOptions()
-    # One thread per worker: the 2 cores are used by 2 worker processes, and a fixed thread count keeps
-    # onnxruntime's reductions (so the audio) identical whatever the number of workers.
+    # One thread per worker: a fixed thread count keeps onnxruntime's reductions (so the audio) identical whatever
+    # the number of workers.
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL

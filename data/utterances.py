@@ -15,6 +15,7 @@ import numpy as np
 from data import fs
 from data.manifest import read_manifest
 from data.shards import iter_shard_samples
+from data.tokens import tokenizer_id
 
 
 class DatasetError(ValueError):
@@ -46,8 +47,6 @@ def dataset_ref(version_dir: str | Path) -> dict:
 def check_tokenizer(model_name: str, version_dirs: Sequence[str | Path]) -> None:
     """Every dataset's token ids must come from the model's own vocabulary: tiny.en's GPT-2 ids fed to the
     multilingual base would train on the wrong tokens without any error."""
-    from data.tokens import tokenizer_id
-
     want = tokenizer_id("english" if model_name.endswith(".en") else "multilingual")
     wrong = [f"{ref['name']} ({ref['tokenizer']})" for ref in map(dataset_ref, version_dirs) if ref["tokenizer"] != want]
     if wrong:

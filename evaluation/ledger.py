@@ -11,13 +11,15 @@ the split.
 from __future__ import annotations
 
 import json
-from collections import Counter
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
+
+from data.tracking import git_commit
 
 
 def read_ledger(path: str | Path) -> list[dict[str, Any]]:
@@ -53,8 +55,6 @@ def record_scoring(path: str | Path, *, test_set: dict[str, Any], systems: Seque
     if not test_set.get("audio_sha256"):
         raise ValueError("a test-set scoring needs the set's audio_sha256 (evaluation.sets.describe)")
     if commit is None:
-        from data.tracking import git_commit
-
         commit = git_commit()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

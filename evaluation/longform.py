@@ -18,6 +18,7 @@ from itertools import groupby
 
 import numpy as np
 
+from data.manifest import read_manifest
 from evaluation.sets import Utterance
 
 SAMPLE_RATE = 16_000
@@ -73,8 +74,6 @@ def speaker_streams(utterances: Sequence[Utterance], speaker_of: dict[str, str],
 
 def speakers(version_dirs: Sequence[str], split: str) -> dict[str, str]:
     """utterance key → ``corpus/speaker`` of a split, from the manifests."""
-    from data.manifest import read_manifest
-
     out = {}
     for d in version_dirs:
         for row in read_manifest(d).to_pylist():

@@ -1,7 +1,7 @@
 """One release report from parts scored at different times on the same test set.
 
-On a 2-core CPU a release does not fit in one sitting: a whisperlivekit LocalAgreement-2 row at 300 ms streams at
-about 5× real time, 50 minutes over a 636 s test split. So a release is scored in parts (our systems and the
+On a small CPU a release does not fit in one sitting (a peer at a short chunk streams several times slower than
+real time), so a release is scored in parts (our systems and the
 offline references, then each peer budget), and each part is merged into the report that is already there. The
 merge recomputes everything that depends on more than one row (the WER cap, the front, each row's difference to
 the reference) from the rows' ``per_utterance`` results, so the merged report is what one run over every row would
@@ -59,7 +59,7 @@ def merge_release(previous: dict[str, Any] | None, part: dict[str, Any], *, refe
     out = {**(previous if same_set else {}), **{k: v for k, v in part.items() if k != "systems"}, **scored,
            "parts": parts}
     out["reference_missing"] = reference if present is None else None
-    # rows of parts scored before live feeding existed were fed fixed pieces: the report says which it holds
+    # rows without live feeding were fed fixed pieces: the report says which it holds
     out["feeding"] = "/".join(sorted({r.get("feeding", "fixed") for r in rows}))
     if scored_per_system is not None:
         out["test_set"] = {**out["test_set"], "scored_per_system": {r["name"]: scored_per_system.get(r["name"], 0)

@@ -3,13 +3,17 @@ offline baseline is, on the same tiny.en files."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from streaming.events import Hypothesis
+
 
 class FasterWhisperOffline:
     """faster-whisper (CTranslate2) on the same tiny.en files, whole utterance, greedy, no timestamps: the offline
     reference of the public toolchain (what whisperlivekit's LocalAgreement runs per step)."""
 
     def __init__(self, model: str = "tiny.en", cpu_threads: int = 2) -> None:
-        from data.weights import ct2_files
+        from data.weights import ct2_files  # lazy: data.weights pulls torch; recognizer.build imports this module
 
         files = ct2_files(model)
         if files is None:
@@ -21,16 +25,10 @@ class FasterWhisperOffline:
         self._audio = []
 
     def feed(self, samples):
-        from streaming.events import Hypothesis
-
         self._audio.append(samples)
         return Hypothesis(())
 
     def finish(self):
-        import numpy as np
-
-        from streaming.events import Hypothesis
-
         audio = np.concatenate(self._audio) if self._audio else np.zeros(0, dtype=np.float32)
         return Hypothesis(tuple(faster_whisper_text(self.model, audio).split()))
 
@@ -38,7 +36,7 @@ class FasterWhisperOffline:
 def faster_whisper_model(model_dir, cpu_threads: int = 2):
     """A CTranslate2 model folder in faster-whisper, float32 (openai-whisper runs the converted checkpoint in
     float32 too, fp16=False)."""
-    from faster_whisper import WhisperModel
+    from faster_whisper import WhisperModel  # lazy: only where the offline reference runs
 
     return WhisperModel(str(model_dir), device="cpu", compute_type="float32", cpu_threads=cpu_threads)
 

@@ -26,12 +26,15 @@ chunk. Under live feeding (the evaluate stage's default) a peer that is still bu
 them all in its next feed, as its own server reads all buffered audio each iteration.
 
 `vac=True` puts whisperlivekit's voice-activity controller in front, as its `AudioProcessor` does (its server's
-default): Silero VAD (the ONNX model shipped in the package, `FixedVADIterator` with the package's settings) splits
-each chunk at speech start/end events; only speech is inserted; a speech end calls the processor's
-`start_silence` (LocalAgreement commits what it has, SimulStreaming decodes to the end of the segment) and the next
-speech start `end_silence(duration)` (a short pause is inserted as zeros, a long one resets the segment). A chunk
-with no speech runs no ASR step at all: that is where VAC saves compute. Install: see `INSTALL_COMMAND` (whisperlivekit's declared dependencies
-pull a server stack and torchaudio that these code paths never import).
+default; the evaluation runs without it: docs/decisions/peer-vac.md): Silero VAD (`evaluation.vac`) splits each
+chunk at speech start/end events; only speech is inserted; a speech end calls the processor's `start_silence`
+(LocalAgreement commits what it has, SimulStreaming decodes to the end of the segment) and the next speech start
+`end_silence(duration)` (a short pause is inserted as zeros, a long one resets the segment). A chunk with no speech
+runs no ASR step at all. Install: see `INSTALL_COMMAND` (whisperlivekit's declared dependencies pull a server stack
+and torchaudio that these code paths never import).
+
+whisperlivekit, faster-whisper, torch and ``data.weights`` (torch) are imported where they are used: the peers are
+an optional extra, and ``recognizer.build`` imports this module only to name them.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import soundfile as sf
 
 from evaluation.vac import VoiceActivityController
 from streaming.events import SAMPLE_RATE, Hypothesis
@@ -131,8 +135,6 @@ def _decoder_checkpoint(model: str) -> Path:
 def _read_warmup(path: str | Path) -> np.ndarray:
     """Warm-up audio, read with soundfile (whisperlivekit's `load_file` goes through librosa, whose first
     call costs seconds of lazy imports); it must already be 16 kHz mono."""
-    import soundfile as sf
-
     audio, rate = sf.read(str(path), dtype="float32", always_2d=False)
     if rate != SAMPLE_RATE or audio.ndim != 1:
         raise ValueError(f"{path}: warm-up audio must be 16 kHz mono")

@@ -1,8 +1,7 @@
-"""Finals that say the same thing again: the failure WER hides on a small dev set and a gate must refuse.
+"""Finals that say the same thing again: a failure a WER over few words hides and a gate must refuse.
 
-A recognizer can score a WER close to its peers' on a few dozen synthetic words and still, on real speech, write
-whole utterances two to five times over (each copy is a run of insertions). Two measures, per utterance, of the
-final hypothesis against the reference:
+A recognizer can write whole utterances again (each copy a run of insertions) and still score a WER close to its
+peers' (docs/decisions/repeat-guard.md). Two measures, per utterance, of the final hypothesis against the reference:
 
 - ``repeated_words``: both texts normalised as WER normalises them (Whisper's ``EnglishTextNormalizer``, via
   :func:`evaluation.metrics.text.normalized_words`) and their digit strings split into digits (:func:`digit_units`),

@@ -7,7 +7,7 @@ paired-bootstrap intervals (``evaluation/intervals.py``) of WER, median word lat
 system but the reference its difference to the reference system on the same utterances with a verdict
 (``better`` / ``worse`` / ``not separable``). Every row also says how often its finals repeat
 (``evaluation.repetition``: ``repeated_words``, ``repeat_rate``, ``utterances_with_repeats``, ``token_loops``): a
-WER over a few dev words can hide a recognizer that writes utterances again. ``write_report`` writes
+WER over few words can hide a recognizer that writes utterances again. ``write_report`` writes
 ``<name>.json`` / ``.md`` / ``_pareto.png``; ``log_report`` puts the same into an MLflow run.
 """
 
@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from data.tracking import client, experiment_id
 from evaluation import intervals, repetition
 from evaluation.metrics.gate import WER_CAP_POINTS, pareto_front, within_wer_cap
 
@@ -238,7 +239,7 @@ def _err(point: float, ci: Sequence[float] | None, scale: float = 1.0) -> list[l
 
 
 def plot(result: dict[str, Any], path: Path) -> Path:
-    import matplotlib
+    import matplotlib  # lazy: only a written report plots, and the headless backend must be chosen before pyplot
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -295,8 +296,6 @@ def metric_name(system: str) -> str:
 
 def log_report(tracking_uri: str, experiment: str, result: dict[str, Any], files: Sequence[Path]) -> str:
     """An MLflow run with every system's metrics (``<system>.<metric>``) and the report files; its id."""
-    from data.tracking import client, experiment_id
-
     c = client(tracking_uri)
     run = c.create_run(experiment_id(tracking_uri, experiment), run_name="evaluation", tags={
         "whisperline.kind": "evaluation", "test_set_audio_sha256": result["test_set"].get("audio_sha256", ""),

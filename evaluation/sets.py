@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import soundfile as sf
+
+from data.manifest import read_manifest
+from data.synth import read_word_alignments
 
 
 @dataclass(frozen=True)
@@ -33,12 +37,6 @@ def eval_utterance(u) -> Utterance:
 def load_realspeech(root, corpora: Sequence[str] = ("ljspeech", "cmu_arctic"), limit: dict[str, int] | None = None
                     ) -> list[Utterance]:
     """The real speech with its transcripts and the shipped pocketsphinx word alignment (read in place)."""
-    from pathlib import Path
-
-    import soundfile as sf
-
-    from data.synth import read_word_alignments
-
     out = []
     for corpus in corpora:
         folder = Path(root) / corpus
@@ -57,10 +55,7 @@ def load_split(version_dirs: Sequence[str | Path], splits: Sequence[str], limit:
                ) -> list[Utterance]:
     """The utterances of ``splits`` in dataset versions (shards read in secure mode), words from the manifest, each
     with the manifest's ``recording_id`` (the segments of one long-form recording share it)."""
-    from dataclasses import replace
-
-    from data.manifest import read_manifest
-    from data.utterances import read_all
+    from data.utterances import read_all  # lazy: the shard reader pulls torch (webdataset); scoring needs none
 
     recording: dict[str, str] = {}
     for d in version_dirs:
@@ -73,8 +68,6 @@ def load_split(version_dirs: Sequence[str | Path], splits: Sequence[str], limit:
 
 def describe(version_dirs: Sequence[str | Path], splits: Sequence[str], utterances: Sequence[Utterance]) -> dict:
     """n, seconds, speakers and corpora of a split, and a content hash of its audio (what a report names)."""
-    from data.manifest import read_manifest
-
     keys = {u.utt_id for u in utterances}
     rows = [r for d in version_dirs for r in read_manifest(d).to_pylist() if r["split"] in splits and r["key"] in keys]
     return {"n_utterances": len(utterances), "seconds": round(sum(len(u.audio) for u in utterances) / 16_000, 1),
@@ -86,8 +79,6 @@ def describe(version_dirs: Sequence[str | Path], splits: Sequence[str], utteranc
 def split_sha256(version_dirs: Sequence[str | Path], splits: Sequence[str]) -> str:
     """``describe``'s audio hash of whole splits (every utterance ``load_split`` reads), from the manifests alone:
     which test set a report holds, without reading its audio."""
-    from data.manifest import read_manifest
-
     return _digest([r for d in version_dirs for r in read_manifest(d).to_pylist() if r["split"] in splits])
 
 

@@ -23,6 +23,7 @@ class VoiceActivityController:
     _session: Any = None  # the ONNX session is stateless and shared (whisperlivekit shares one per process too)
 
     def __init__(self) -> None:
+        # lazy: whisperlivekit is the optional `peers` extra
         from whisperlivekit.silero_vad_iterator import FixedVADIterator, OnnxWrapper, load_onnx_session
 
         if VoiceActivityController._session is None:

@@ -34,7 +34,7 @@ def build_dataset(corpus: str, output_root: str = "outputs/datasets", config: Da
     output_root = fs.absolute(output_root)  # Ray workers do not share the driver's working directory
     work_dir = fs.join(output_root, ".work")
     # in this process, not on the task runner: a no-op rebuild is this scan and a look at the version's marker, and a
-    # pool worker's start-up (~3 s of imports) would be most of it; the scan's lists are freed once their table is
+    # pool worker's start-up (imports) would be most of it; the scan's lists are freed once their table is
     # written, and the flow keeps only where that table is
     inputs = scan_corpus(corpus, cfg, work_dir)
     plan = plan_version(inputs, cfg, output_root)
@@ -84,9 +84,8 @@ def heartbeat_settings() -> dict:
     """Flow-run heartbeats off for a build run in this process, unless the user set their frequency.
 
     Heartbeats only feed a zombie-run automation (Prefect Cloud's managed one, or one a self-hosted user creates:
-    prefect.io/v3/advanced/detect-zombie-flows); this project creates none. Left at Prefect's default (180 s) they
-    cost every in-process build the join of the heartbeat thread, which sleeps in 1 s steps: 0.91 of a no-op
-    rebuild's 1.24 s (issue 30, `benchmarks/results/dataset_build.json`). Whoever set
+    prefect.io/v3/advanced/detect-zombie-flows); this project creates none. On, they cost every in-process build the
+    join of the heartbeat thread, most of a no-op rebuild (docs/decisions/build-heartbeats.md). Whoever set
     ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` (environment or profile) keeps it; deployment runs are not touched.
     """
     if "heartbeat_frequency" in get_current_settings().flows.model_fields_set:

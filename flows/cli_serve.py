@@ -1,13 +1,19 @@
 """The live-serving commands of the CLI (``whisperline serve-model``, ``whisperline stream-file``), registered on
-the one app by ``flows.cli``."""
+the one app by ``flows.cli``. Ray Serve, the serving app, the client and the metrics are imported inside the
+commands (``whisperline --help`` must not load them)."""
 
 from __future__ import annotations
 
 import json
+import statistics
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+from data.tracking import default_tracking_uri
+from streaming.precision import REQUESTS
 
 
 def serve_model(
@@ -34,17 +40,11 @@ def serve_model(
     """The registry version behind ALIAS as a live Ray Serve app on 127.0.0.1: browser page at /, WebSocket
     streams at /ws, whole files at POST /transcribe, /healthz and /version (Ctrl-C stops). In front of it on a
     network: an ingress that terminates TLS (docs/serving.md)."""
-    import time
-
-    from streaming.precision import REQUESTS
-
     if precision is not None and precision not in REQUESTS:  # refused here, not in every replica
         raise typer.BadParameter(f"one of {', '.join(REQUESTS)}, got {precision!r}", param_hint="--precision")
 
     from ray import serve
-
     from serving.app import ServeSettings, run
-    from data.tracking import default_tracking_uri
 
     settings = ServeSettings(tracking_uri=tracking_uri or default_tracking_uri(), registered_model=model, alias=alias,
                              precision=precision, max_streams=max_streams,
@@ -68,7 +68,7 @@ def serve_model(
 def _precision_line(url: str) -> str:
     """What the replica runs at and why (its /version): the resolution is logged inside the replica, where an
     operator at the console does not see it."""
-    import urllib.request
+    import urllib.request  # lazy: http/ssl, not for --help
 
     try:
         with urllib.request.urlopen(f"{url}/version", timeout=30) as response:
@@ -101,8 +101,6 @@ def stream_file_cmd(
 ) -> None:
     """Stream a file to a running serve-model over its WebSocket; print the final transcript, the version that
     served it and the final-word latencies the server reported."""
-    import statistics
-
     from serving.client import stream_file
 
     ref = reference_text(reference) if reference else None  # a bad path fails before any audio is sent
@@ -115,7 +113,6 @@ def stream_file_cmd(
                                    "p90": round(sorted(lat)[int(0.9 * (len(lat) - 1))], 1), "words": len(lat)}
     if ref is not None:
         from evaluation.metrics import wer
-
         from evaluation.repetition import utterance_repetition
 
         out["wer"] = round(wer([ref], [result.text]), 4)

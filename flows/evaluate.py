@@ -5,9 +5,10 @@ from __future__ import annotations
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
+from evaluation.report import markdown
+from recognizer.spec import RecognizerSpec
 from tasks.evaluate import evaluate_held_out
 from tasks.runtime import prefect_api
-from recognizer.spec import RecognizerSpec
 
 
 @flow(name="evaluate", log_prints=True)
@@ -15,8 +16,6 @@ def evaluate(specs: list[RecognizerSpec], test_datasets: list[str], train_datase
              train_splits: list[str], split: str = "test", limit: int | None = None, out_dir: str | None = None,
              tracking_uri: str | None = None, repeats: int = 1, ledger_path: str | None = None,
              purpose: str = "release", reference: str | None = None, stride: int = 1) -> dict:
-    from evaluation.report import markdown
-
     result = evaluate_held_out(specs, test_datasets, train_datasets, train_splits, split, limit, out_dir,
                                tracking_uri, repeats=repeats, ledger_path=ledger_path, purpose=purpose,
                                reference=reference, stride=stride)

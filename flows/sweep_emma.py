@@ -7,19 +7,17 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from configs.emma import SweepConfig
+from data.tracking import client
 from tasks.emma import open_sweep_run, promote_best, sweep_dashboard, sweep_trials
 from tasks.runtime import prefect_api
+from training.emma.dashboard import trial_rows
 
 
 @flow(name="sweep-emma", log_prints=True)
 def sweep_emma(sweep: SweepConfig, promote: bool = False, references: dict[str, tuple[float, float]] | None = None
                ) -> dict:
-    from data.tracking import client
-
     tracking_uri, parent, done = open_sweep_run(sweep)
     if done:  # same grid, same data, same policies: nothing to recompute (promotion may still be asked for)
-        from training.emma.dashboard import trial_rows
-
         rows = trial_rows(tracking_uri, parent)
         result = {"parent_run_id": parent, "tracking_uri": tracking_uri, "trials": [], "dashboard_rows": rows,
                   "skipped": True}

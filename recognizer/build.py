@@ -5,6 +5,9 @@ stream: all built here, by :func:`build`. The parts compose in one place (as ope
 composes a ``DecodingOptions``): the causal engine, then for two-pass the verifier over it, then the segmentation
 that lets either run on streams of any length. Models are loaded once per (model, adapter, precision) and shared:
 the recognizers only read them.
+
+The backends (torch, openai-whisper, the trained parts) are imported in the functions that build them, so that
+spec-only callers (``default_specs``, ``peer_specs``: the pipeline's planning) load none of them.
 """
 
 from __future__ import annotations
@@ -12,7 +15,11 @@ from __future__ import annotations
 import importlib.metadata
 from typing import Any
 
+from configs.finetune import default_tau0_ms
+from evaluation.offline import FasterWhisperOffline
+from evaluation.peers import PEER_SOURCE, WhisperLiveKitLocalAgreement, WhisperLiveKitSimulStreaming
 from recognizer.spec import Decoding, Peer, RecognizerSpec, Weights
+from streaming.segmented import Segmented
 
 
 class Models:
@@ -40,18 +47,12 @@ def build(spec: RecognizerSpec, models: Models | None = None) -> tuple[Any, str]
 
         return OfflineWhisper(models.get(spec.model, None)), "ours"
     if spec.kind == "faster-whisper":
-        from evaluation.offline import FasterWhisperOffline
-
         return FasterWhisperOffline(spec.model), f"pypi:faster-whisper=={importlib.metadata.version('faster-whisper')}"
     if spec.kind in ("whisperlivekit-la", "whisperlivekit-simul"):
-        from evaluation.peers import PEER_SOURCE, WhisperLiveKitLocalAgreement, WhisperLiveKitSimulStreaming
-
         cls = WhisperLiveKitLocalAgreement if spec.kind == "whisperlivekit-la" else WhisperLiveKitSimulStreaming
         return cls(spec.chunk_ms or 1000, spec.model, vac=spec.peer.vac), PEER_SOURCE
     if spec.kind not in ("causal", "two-pass"):
         raise ValueError(f"unknown system kind {spec.kind!r}")
-    from streaming.segmented import Segmented
-
     recognizer = causal_engine(spec, models)
     if spec.kind == "two-pass":
         recognizer = two_pass(spec, recognizer, models)
@@ -61,7 +62,6 @@ def build(spec: RecognizerSpec, models: Models | None = None) -> tuple[Any, str]
 
 def causal_engine(spec: RecognizerSpec, models: Models):
     """The block-causal engine with the spec's weights and write policy (the stability rule or EMMA)."""
-    from configs.finetune import default_tau0_ms
     from streaming.engine import CausalStreamingEngine
 
     chunk = spec.chunk_ms or 300

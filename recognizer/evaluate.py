@@ -8,6 +8,7 @@ for all) and scores it with ``evaluate_records``; ``evaluation.report`` scores a
 from __future__ import annotations
 
 import platform
+import statistics
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -26,8 +27,6 @@ def _median_run(runs: Sequence[dict[str, Any]]) -> int:
     """The repeat whose RTF is the median (the lower middle for an even count; the first without timings): its
     transcript metrics and its per-utterance results go into the row, so that they come from one real pass and its
     RTF is the row's (for an odd count)."""
-    import statistics
-
     rtfs = [r.get("rtf") for r in runs]
     if not all(_finite(v) for v in rtfs):
         return 0
@@ -36,8 +35,6 @@ def _median_run(runs: Sequence[dict[str, Any]]) -> int:
 
 def _median_row(runs: Sequence[dict[str, Any]], chosen: int = 0) -> dict[str, Any]:
     """Run ``chosen``'s transcript metrics, the median of every clock-dependent one over the runs."""
-    import statistics
-
     row = {k: runs[chosen].get(k) for k in ROW_KEYS}
     for k in ROW_KEYS:
         values = [r.get(k) for r in runs]

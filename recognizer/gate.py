@@ -1,32 +1,25 @@
-"""The dev-split gate over registered recognizers: which version each alias names.
+"""The dev-split gate over registered recognizers: which version each alias names (docs/evaluation.md, "The
+dev-split gate"; docs/decisions/default-champion.md).
 
-Every candidate (causal greedy, beam, two-pass, EMMA where the profile keeps it, at each chunk size the profile
-trains) is registered and scored on the `dev` split in one evaluate run beside the offline references. The gate
-first sets aside every candidate whose dev finals repeat (``evaluation.repetition``): more repeated words than the
-best offline row (the WER cap's reference) writes on the same utterances, or any token loop (a loop the reference
-itself holds is not one). Such a candidate gets no alias whatever its WER (a few dozen dev words can rank a
-recognizer that writes whole utterances again first), and its version's ``gate`` tag says why. A row without the
-repetition keys (scored before the metric) is not set aside. Of the rest the gate names:
+Candidates are scored on `dev` in one evaluate run beside the offline references. First, a candidate whose dev
+finals repeat (``evaluation.repetition``: more repeated words than the best offline row on the same utterances, or
+any token loop) gets no alias whatever its WER, and its version's ``gate`` tag says why; a row without the
+repetition keys is not set aside. Of the rest the gate names:
 
-- ``champion``: the lowest dev WER among candidates within the WER cap (offline Whisper on the same utterances + cap
-  points), within the profile's median final-word latency budget and compute budget (RTF), when set; ties go to
-  the lower latency. The server serves it by default. With a *default champion* (``champion_default``, a part of a
-  candidate's name: the curated served spec), the default is named instead unless another candidate of the same
-  pool has a dev WER *separably lower*: the paired 95 % bootstrap interval of (candidate − default) WER on the same
-  dev utterances (``evaluation.intervals.compare``; over recordings where utterances share one) lies wholly below
-  0; of those, the lowest WER. One word of dev WER on a small synthetic dev set is no evidence against a spec
-  chosen on real speech, so the default is in the pool even where its point WER is outside the cap (the budget
-  still binds it). Where several candidates match the default (one per chunk size), the lowest WER of them
-  is the default. Where none matches, or a row of the pool has no ``per_utterance``, the lowest WER rule applies.
+- ``champion``: the lowest dev WER among candidates within the WER cap (offline Whisper + cap points) and the
+  profile's latency (median final-word) and RTF budgets, when set; ties go to the lower latency. With a *default
+  champion* (``Default.pattern``: part of a candidate's name, the curated served spec), the default is named unless
+  another candidate's dev WER is *separably lower* (paired 95 % bootstrap interval of the difference wholly below
+  0, ``evaluation.intervals.compare``; resampled by recording where utterances share one). A small dev set is no
+  evidence against a spec chosen on real speech, so the default joins the pool even outside the WER cap (the budget
+  still binds it), and a set of fewer than ``Default.min_units`` units never replaces it. Several matches (one per
+  chunk size): the lowest WER of them is the default. No match, or a pool row without ``per_utterance``: lowest WER.
 - ``champion-<chunk>ms``: the same rule at one chunk size (a deployment bound to a chunk size).
-- ``champion-fast``: the lowest RTF within the WER cap and the latency budget (a low-compute deployment, when the
-  accurate one costs more than a node can give).
+- ``champion-fast``: the lowest RTF within the WER cap and the latency budget (a low-compute deployment).
 
-When no candidate is within the cap the lowest-WER candidate is still named (a pipeline must end with something
-to serve), and its ``gate`` tag says it is outside the cap; the default rule applies in that pool too. When every
-candidate repeats the gate names none and raises: a broken recognizer is not served for want of another. The dev
-numbers go onto each version as ``dev_*`` tags, and every scored version's ``gate`` tag says what the gate made
-of it.
+When no candidate is within the cap the lowest-WER candidate is still named (a pipeline must end with something to
+serve) and its ``gate`` tag says so. When every candidate repeats, the gate names none and raises. Every scored
+version gets ``dev_*`` tags and a ``gate`` tag with the gate's verdict.
 """
 
 from __future__ import annotations
@@ -35,6 +28,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from data.tracking import client
+from evaluation.intervals import compare
+from evaluation.report import OFFLINE_KINDS, _groups
 
 CHAMPION, FAST = "champion", "champion-fast"
 
@@ -82,8 +79,6 @@ def repetition_excluded(row: Mapping[str, Any], offline: Mapping[str, Any] | Non
 def best_offline(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The offline row with the lowest WER (the WER cap's reference; the first on a tie), or None; rows without a
     ``kind`` (not from a report) are not offline."""
-    from evaluation.report import OFFLINE_KINDS
-
     offline = [r for r in rows if r.get("kind") in OFFLINE_KINDS and _ok(r.get("wer"))]
     return min(offline, key=lambda r: r["wer"], default=None)
 
@@ -96,8 +91,8 @@ class Default:
     pattern: str | None = None
     seed: int = 0
     n_resamples: int = 10_000  # evaluation.intervals.N_RESAMPLES, the report's
-    # fewer resampling units than this cannot separate: a bootstrap over a handful of utterances undercovers (over
-    # 5, one system ahead on 4 of them comes out "separable"), so such a dev set never replaces the default
+    # fewer resampling units than this cannot separate: a bootstrap over a handful of utterances undercovers, so
+    # such a dev set never replaces the default
     min_units: int = 20
 
 
@@ -112,11 +107,7 @@ def _pick(pool: Sequence[Mapping[str, Any]], default: Default, reason: str, scop
     if not all(r.get("per_utterance") for r in pool):
         return best["name"], f"{reason} (no per-utterance results to test the default champion against)"
     base = _best(matches, by_wer)
-    from evaluation.intervals import compare
-
-    from evaluation.report import _groups  # resample recordings where utterances share one, as the report does
-
-    groups = _groups(pool)
+    groups = _groups(pool)  # resample recordings where utterances share one, as the report does
     units = len({e.get(groups, e["utt_id"]) if groups else e["utt_id"] for e in base["per_utterance"]})
     if units < default.min_units:
         return base["name"], (f"the default champion ({default.pattern!r}): a dev set of {units} "
@@ -163,9 +154,7 @@ def choose(rows: Sequence[Mapping[str, Any]], budget: Budget = Budget(), *, defa
     else:
         pool, reason = clean, "outside the WER cap: no candidate within it; lowest dev WER"
         scope = "outside the WER cap: no candidate within it"
-    # the default champion needs no point-estimate WER cap: on a dev set too small to separate systems (the smoke
-    # profile's 5 synthetic utterances) one utterance puts it outside the cap as easily as it ranks another first;
-    # the budget still binds it, and it is replaced only by a candidate separably better (``_pick``)
+    # the default champion joins the pool whatever its point WER (module docstring); the budget still binds it
     pattern = (default.pattern or "").lower()
     pool = pool + [r for r in clean if pattern and pattern in str(r["name"]).lower() and _within(r, budget)
                    and not any(r is p for p in pool)]
@@ -198,8 +187,6 @@ def promote(tracking_uri: str, rows: Sequence[Mapping[str, Any]], versions: Mapp
     ``rows``: the dev evaluation's rows (the offline references among them), ``versions``: row name → the
     registration (``registered_model``, ``version``). Returns {alias: {name, version, reason}}, the versions set
     aside for repeating (``excluded``: name → reason) and the rule."""
-    from data.tracking import client
-
     c = client(tracking_uri)
     scored = [r for r in rows if r["name"] in versions]
     offline = best_offline(rows)

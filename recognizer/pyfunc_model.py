@@ -15,12 +15,15 @@ import mlflow
 import pandas as pd
 from mlflow.pyfunc import PythonModel
 
+from data.audio import load_audio
+from recognizer.artifact import from_portable, with_chunk
+from recognizer.build import Models, build
+from streaming.events import run_stream
+from training.lora import read_adapter_meta
+
 
 class RecognizerModel(PythonModel):
     def load_context(self, context) -> None:
-        from recognizer.artifact import from_portable
-        from recognizer.build import Models, build
-
         artifacts = {k: v for k, v in context.artifacts.items() if k != "spec"}
         self.spec = from_portable((context.model_config or {})["spec"], artifacts)
         self.models = Models()
@@ -31,8 +34,6 @@ class RecognizerModel(PythonModel):
     def _chunk_choices(self) -> tuple[int, ...]:
         """The chunk sizes the recognizer's adapter was trained for (a random-chunk adapter: several)."""
         if self.spec.weights.adapter_dir:
-            from training.lora import read_adapter_meta
-
             choices = read_adapter_meta(self.spec.weights.adapter_dir).get("chunk_ms_choices") or ()
             if choices and self.spec.kind == "causal" and not self.spec.decoding.emma_dir:
                 return tuple(int(c) for c in choices)
@@ -40,17 +41,11 @@ class RecognizerModel(PythonModel):
 
     def engine(self, chunk_ms: int | None = None):
         """A new recognizer for one stream (shared weights, own state)."""
-        from recognizer.artifact import with_chunk
-        from recognizer.build import build
-
         if chunk_ms is not None and int(chunk_ms) not in self.chunk_choices:
             raise ValueError(f"chunk_ms {chunk_ms} is not one this recognizer was built for {self.chunk_choices}")
         return build(with_chunk(self.spec, chunk_ms), self.models)[0]
 
     def predict(self, context, model_input: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
-        from data.audio import load_audio
-        from streaming.events import run_stream
-
         if "audio_path" not in model_input:
             raise ValueError(f"expected a DataFrame with an 'audio_path' column, got columns {list(model_input)}")
         chunk_ms = int((params or {}).get("chunk_ms") or self.meta["chunk_ms"])

@@ -17,8 +17,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from recognizer.artifact import (RECOGNIZER_KINDS, SPEC_FILE, NotARecognizer, from_portable, portable, recognizer_kind, registered_name,
-                                 spec_json)
+from data.tracking import audio_signature, client, experiment_id, git_commit, log_pyfunc_model
+from recognizer.artifact import (RECOGNIZER_KINDS, SPEC_FILE, NotARecognizer, from_portable, portable, recognizer_kind,
+                                 registered_name, spec_json)
 from recognizer.spec import RecognizerSpec
 
 EXPERIMENT = "whisperline-recognizers"
@@ -45,6 +46,7 @@ def recognizer_key(values: Mapping[str, Any], artifacts: Mapping[str, str], code
 
 def _dataset_versions(spec: RecognizerSpec) -> str:
     """What the recognizer's trained parts were trained on (the adapter's and policy's own records)."""
+    # lazy: both pull torch
     from training.emma.artifact import META as POLICY_META
     from training.lora.adapter import ADAPTER_META
 
@@ -61,9 +63,9 @@ def _dataset_versions(spec: RecognizerSpec) -> str:
 def register_recognizer(tracking_uri: str, spec: RecognizerSpec, *, name: str | None = None,
                         tags: Mapping[str, str] | None = None) -> dict[str, str]:
     """Register ``spec`` (idempotent on its key); returns registered_model, version, run_id, kind, key."""
-    from recognizer import pyfunc_model
-    from data.tracking import audio_signature, client, experiment_id, git_commit, log_pyfunc_model
+    # lazy: importing the pyfunc definition registers it with MLflow and pulls torch, as does data.weights
     from data.weights import checkpoint_sha256
+    from recognizer import pyfunc_model
 
     values, artifacts = portable(spec)
     name = name or registered_name(spec.model)
@@ -119,9 +121,8 @@ def parse_model_uri(uri: str) -> tuple[str, str | None, str | None]:
 
 def load_spec(tracking_uri: str, uri: str, dst: str | Path | None = None) -> tuple[RecognizerSpec, dict[str, str]]:
     """A registered recognizer's spec with its artifacts downloaded (under ``dst``); and the version it came from."""
-    import mlflow
-
-    from data.tracking import client
+    import mlflow  # lazy: parse_model_uri's callers need no MLflow
+    from mlflow.models import Model
 
     name, alias, version = parse_model_uri(uri)
     c = client(tracking_uri)
@@ -134,8 +135,6 @@ def load_spec(tracking_uri: str, uri: str, dst: str | Path | None = None) -> tup
     mlflow.set_registry_uri(tracking_uri)
     dst = Path(dst or tempfile.mkdtemp(prefix="recognizer-"))
     local = Path(mlflow.artifacts.download_artifacts(f"models:/{name}/{mv.version}", dst_path=str(dst)))
-    from mlflow.models import Model
-
     # the pyfunc flavor lists each artifact's place in the downloaded model folder
     listed = Model.load(str(local)).flavors["python_function"].get("artifacts", {})
     artifacts = {a: str(local / entry["path"]) for a, entry in listed.items()}

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
+
 from configs.pipeline import SERVED_FILE  # the served spec's file (named in one place)
 from streaming.segmented import MAX_SEGMENT_MS, SEGMENT_MS  # numpy only: reading a spec loads no torch
 
@@ -154,8 +156,6 @@ def from_dict(values: dict[str, Any]) -> RecognizerSpec:
 
 def load(path: str | Path = SERVED_FILE, **overrides: Any) -> RecognizerSpec:
     """A spec file (YAML or JSON), with ``overrides`` over it (:meth:`RecognizerSpec.with_`)."""
-    import yaml
-
     spec = from_dict(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
     return spec.with_(**overrides) if overrides else spec
 

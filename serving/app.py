@@ -10,9 +10,10 @@ Routes (one FastAPI ingress, bound to 127.0.0.1 by ``run``):
 
 Concurrency: a replica holds up to ``max_streams`` streams (a socket becomes one with its first config or audio:
 sockets that have sent nothing hold no engine and no slot, ``max_pending`` of them, each for ``first_audio_s`` at
-most); each has its own engine state on the replica's shared weights, and its steps run on the replica's thread pool (``compute_threads`` × ``torch_threads`` = the cores the
-replica asks Ray for). Past ``max_streams`` a connection is told ``busy`` (close 1013) instead of queueing behind
-the others: a live stream that waits is already late. Ray Serve spreads connections over replicas and, with an
+most); each has its own engine state on the replica's shared weights, and its steps run on the replica's thread
+pool (``compute_threads`` × ``torch_threads`` = the cores the replica asks Ray for). Past ``max_streams`` a
+connection is told ``busy`` (close 1013) instead of queueing behind the others: a live stream that waits is
+already late. Ray Serve spreads connections over replicas and, with an
 autoscaling config (``infra/kuberay/rayservice.yaml``), adds replicas under load.
 
 Back-pressure: frames go from the socket to the engine through a queue bounded by ``max_backlog_ms`` of audio; a
@@ -43,6 +44,7 @@ on its own ``upload_threads``, never the live streams'.
 import asyncio
 import logging
 import os
+import socket
 import threading
 import time
 from collections import Counter
@@ -50,14 +52,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import ray
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from ray import serve
 from starlette.websockets import WebSocketDisconnect
 
+from data.audio import AudioReject, load_audio_bytes
 from serving.channel import DISCONNECTED, END, Backlog, close_with, receive, rss_mb
+from serving.clients import ClientLedger
 from serving.guard import ClientTable, StreamGuard, offered_token, origin_allowed, token_ok
+from serving.models import load, resolve
 from serving.protocol import FORMATS, MAX_FRAME_S, SAMPLE_RATE, ProtocolError, StreamConfig
+from serving.session import StreamSession
 from serving.settings import ServeSettings
 from serving.upload import UploadRefused, read_body
 
@@ -72,11 +79,7 @@ api = FastAPI(title="whisperline live recognizer")
 @serve.ingress(api)
 class Recognizer:
     def __init__(self, settings: ServeSettings, ledger=None) -> None:
-        import socket
-
-        import torch
-
-        from serving.models import load, resolve
+        import torch  # lazy: the replica needs it, not the driver that starts Serve
 
         torch.set_num_threads(settings.torch_threads)
         self.settings = settings
@@ -124,8 +127,6 @@ class Recognizer:
 
     # ------------------------------------------------------------------ hot swap
     def _watch(self) -> None:
-        from serving.models import load, resolve
-
         s = self.settings
         while not self._stop.wait(s.poll_s):
             found = None
@@ -224,8 +225,6 @@ class Recognizer:
 
     @api.post("/transcribe")
     async def transcribe(self, request: Request, chunk_ms: int | None = None) -> JSONResponse:
-        from data.audio import AudioReject, load_audio_bytes
-
         s, model = self.settings, self.current
         client = request.client.host if request.client else "?"
         code, status, _ = await self._admit(request.headers, client, upload=True)
@@ -296,8 +295,6 @@ class Recognizer:
         return True
 
     async def _serve(self, ws: WebSocket, model, counted: dict) -> None:
-        from serving.session import StreamSession
-
         s = self.settings
         await ws.send_json({"type": "ready", "model": model.describe(), "sample_rate": SAMPLE_RATE,
                             "formats": sorted(FORMATS), "max_frame_s": MAX_FRAME_S})
@@ -305,7 +302,7 @@ class Recognizer:
         backlog = Backlog(s.max_backlog_ms)
         guard = StreamGuard(s.min_speed, s.slack_s, s.max_frames_per_s, s.frame_burst, s.first_audio_s)
         receiver = asyncio.create_task(receive(ws, model.chunk_choices, frames, backlog, guard, s.idle_timeout_s))
-        session: "StreamSession | None" = None
+        session: StreamSession | None = None
         loop = asyncio.get_running_loop()
         held: list = []  # a control item met while draining audio frames: handled next
         try:
@@ -373,8 +370,6 @@ def build_app(settings: ServeSettings, *, num_replicas: int | str = 1, num_cpus:
         options["num_replicas"] = num_replicas
     ledger = None
     if settings.max_per_client or settings.connects_per_minute:
-        from serving.clients import ClientLedger
-
         ledger = ClientLedger.bind(settings.max_per_client, settings.connects_per_minute)
     return Recognizer.options(**options).bind(settings, ledger)
 
@@ -390,8 +385,6 @@ def app_builder(args: dict[str, Any]):
 def run(settings: ServeSettings, port: int = 8000, *, num_replicas: int = 1, num_cpus: float | None = None,
         blocking: bool = False, name: str = "whisperline") -> str:
     """Start (or join) Ray, Serve's HTTP proxy on 127.0.0.1:``port``, and the app; returns its base URL."""
-    import ray
-
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": port})

@@ -12,6 +12,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from serving.guard import StreamGuard
 from serving.protocol import SAMPLE_RATE, ProtocolError, StreamConfig, decode_frame, parse_config, parse_text
 
+
 class Signal(Enum):
     """Queue markers. Members, not ``object()``s: Ray Serve pickles the ingress class by value, with the globals its
     methods use, and a plain object would arrive in the replica as a copy that ``is`` nothing here; an Enum member

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from websockets.sync.client import connect
+
+from data.audio import load_audio
 
 SAMPLE_RATE = 16_000
 
@@ -45,8 +48,8 @@ class StreamResult:
 def _take_waiting(ws, result: StreamResult) -> None:
     """Read every event already received. The sync client buffers at most ``max_queue`` (16) messages and then
     stops reading the socket, so a server's pong waits behind unread events and the keepalive closes the stream
-    (1011) after ``ping_interval + ping_timeout``: a client that only reads after sending loses every stream longer
-    than about 40 s (the newcomer check, 2026-11-29)."""
+    (1011) after ``ping_interval + ping_timeout``: a client that only read after sending would lose every stream
+    longer than that."""
     while True:
         try:
             message = ws.recv(timeout=0)
@@ -62,8 +65,6 @@ def stream_samples(url: str, samples: np.ndarray, *, frame_ms: int = 100, realti
     ``catch_up``: the stream's config (None: the server's default, catching up when behind; False: chunk by chunk,
     the evaluated transcript exactly, for a file sent faster than real time). ``keepalive_s``: the WebSocket ping
     interval and the time a pong may take."""
-    from websockets.sync.client import connect
-
     if samples.dtype == np.int16:
         pcm = samples.astype("<i2")
     else:
@@ -92,8 +93,6 @@ def stream_samples(url: str, samples: np.ndarray, *, frame_ms: int = 100, realti
 
 
 def stream_file(url: str, path: str, **kw) -> StreamResult:
-    from data.audio import load_audio
-
     return stream_samples(url, load_audio(path, max_duration_s=4 * 3600).samples, **kw)
 
 

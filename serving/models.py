@@ -23,6 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from data.tracking import client
+from serving.session import StreamSession
+from streaming.precision import resolve_precision
+
 log = logging.getLogger("whisperline.serving")
 WARM_UP_S = 10.0
 
@@ -48,8 +52,6 @@ class ServedVersion:
 
 def resolve(tracking_uri: str, registered_model: str, alias: str) -> ServedVersion:
     """The version behind ``alias`` now, with what it was trained from (its run's tags)."""
-    from data.tracking import client
-
     c = client(tracking_uri)
     try:
         mv = c.get_model_version_by_alias(registered_model, alias)
@@ -87,8 +89,6 @@ class ServedModel:
     def transcribe(self, samples: np.ndarray, chunk_ms: int | None = None) -> dict[str, Any]:
         """The whole audio streamed through a fresh engine, as a live stream would be (what the pyfunc's
         ``predict`` does for a file, and past 30 s too: in segments)."""
-        from serving.session import StreamSession
-
         session = StreamSession(self.engine(chunk_ms), catch_up=False)  # a file: every chunk its own step
         session.push(samples)
         session.finish()
@@ -115,6 +115,7 @@ class ServedModel:
 def recognizer_spec(model_uri: str) -> dict[str, Any] | None:
     """The portable spec of a registered recognizer (its pyfunc's ``model_config``), None for another pyfunc (an
     adapter version): read from the version's MLmodel file alone, before anything is loaded."""
+    # lazy: pulls mlflow, needed only where a version is read
     from mlflow.models import get_model_info
     from mlflow.models.model import MODEL_CONFIG  # the pyfunc flavor's key of its model_config in MLmodel
 
@@ -125,9 +126,9 @@ def recognizer_spec(model_uri: str) -> dict[str, Any] | None:
 def load(tracking_uri: str, version: ServedVersion, precision: str | None = None) -> ServedModel:
     """Load ``version`` through its own pyfunc model at ``precision`` (None: what the version names — a recognizer's
     spec, "auto" for an adapter version), resolved on this machine; its weights made inference-only."""
+    # lazy: mlflow, and torch through training.lora, only where a version is loaded
     import mlflow
 
-    from streaming.precision import resolve_precision
     from training.lora import merge_adapter
 
     if precision is not None:
@@ -152,7 +153,7 @@ def load(tracking_uri: str, version: ServedVersion, precision: str | None = None
     model = python_model.model
     merge_adapter(model)  # no-op where the pyfunc already merged (EMMA's load_tuned)
     if resolved.lowering:
-        from streaming.quantize import lower_precision
+        from streaming.quantize import lower_precision  # lazy: torch
 
         lower_precision(model, resolved.lowering)
     model.eval()

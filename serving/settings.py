@@ -5,7 +5,7 @@ environment by the replica itself)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from serving.guard import LOOPBACK_ORIGINS
@@ -57,8 +57,6 @@ class ServeSettings:
 
     def public(self) -> dict:
         """The settings a client may see (``/version``): no paths."""
-        from dataclasses import asdict
-
         return {k: v for k, v in asdict(self).items() if k not in ("tracking_uri", "token_file")} | {
             "token_required": bool(self.token())}
 

@@ -5,7 +5,7 @@ stays if its probability did not drop since it was last scored (eq. 18) or it is
 (eq. 19); at the first token that fails, the hypothesis is cut and greedy decoding resumes there.
 EOT means "wait for more audio": it is never appended (until the stream has ended).
 
-Departures from the public code, on purpose (../shared/research/carelesswhisper.md §5, §9):
+Departures from the paper's public code, on purpose:
 - probabilities are compared as log-softmax values, not raw logits (a raw logit can rise while the
   token's probability falls, when every logit rises);
 - no SuppressBlank at every position (which forced a token on silence at stream start): only the
@@ -15,16 +15,15 @@ Departures from the public code, on purpose (../shared/research/carelesswhisper.
 - tokens older than the last `n_check` are never re-scored, so they are *committed*; a word is
   committed once all its tokens are and the token after it starts a new word;
 - a *restart* is cut like a loop (`restart_words`): at the edge of the audio it has heard, a causal model often says
-  a run of words of its own transcript again instead of waiting ("which are an exact imitation, which are an exact
-  imitation"). Only the last `n_check` tokens are re-scored, so without the cut every restart was committed: on the
-  dev split a handful of such utterances held a fifth to a quarter of the causal engine's errors.
+  a run of words of its own transcript again instead of waiting; only the last `n_check` tokens are re-scored, so
+  without the cut every restart would be committed (docs/decisions/restart-cut.md).
 
 Decoder self-attention cache (`cache_policy`):
 - "exact": every new chunk re-runs the decoder over the whole token prefix once (this pass also
   yields the stability scores), so every cached key/value reflects the current audio;
 - "reuse": keys/values of tokens older than the checked window are kept from the chunk that
   computed them (stale against the new audio: the approximation the paper discusses, section V-D);
-  only the checked window and new tokens are recomputed. The WER effect is measured, not assumed.
+  only the checked window and new tokens are recomputed (docs/decisions/decoder-cache-policy.md).
 """
 
 from __future__ import annotations
@@ -132,7 +131,9 @@ class StreamingGreedyDecoder(StreamingDecoderBase):
                  max_tokens_per_chunk: int = 28, pad_frames: Tensor | None = None, int8_vocab: bool = False,
                  restart_words: int = 0, restart_context: int = 24) -> None:
         """`restart_words`: open words that say again this many words in a row of the last `restart_context`
-        words are cut, from the first of them, and decoding waits for more audio (0: off; module docstring)."""
+        words are cut, from the first of them, and decoding waits for more audio (0: off; module docstring).
+        `max_tokens_per_chunk`: new tokens per chunk at most; `pad_frames`: encoder frames of silence for the
+        positions not heard yet (see `textdecoder.CrossCache`)."""
         super().__init__(model, tokenizer, n_check, max_tokens_per_chunk, pad_frames, int8_vocab)
         if restart_words < 0 or restart_context < 0:
             raise ValueError(f"restart_words and restart_context must be >= 0, got {restart_words}, {restart_context}")

@@ -18,7 +18,7 @@ look-ahead past the block end (in mel frames: one frame past the block, ``2e + 1
 stream, ``flush`` zero-pads the missing look-ahead exactly as ``forward`` on the zero-padded (to even length) mel.
 
 Context: at most ``n_audio_ctx`` (1500) encoder frames = 30 s = 3000 mel frames per stream (positional embeddings
-end there); feeding more raises :class:`ContextOverflowError`. Long-form streaming is out of scope.
+end there); feeding more raises :class:`ContextOverflowError` (``streaming.segmented`` cuts longer streams).
 """
 
 from __future__ import annotations
@@ -33,29 +33,20 @@ from torch import Tensor, nn
 from streaming.mask import FRAME_MS, block_causal_mask, block_end_of, block_sizes
 
 MEL_PER_FRAME = 2  # conv2 stride
-LOOKAHEAD_MEL_FRAMES = 1  # mel frames needed past the last mel frame of a block (2e+1 frames for block end e)
 LOOKAHEAD_MS = 12.5  # audio past the end of a block before it can be computed (mel window half-width)
 
 _BLOCK = "block"
 
-# Numerical agreement: streaming equals the full masked forward to float32 rounding (max |Δ| ~1e-6 .. 1e-5 of the
-# largest activation), on every CPU. Both paths are arranged so that most output elements go through the same
-# arithmetic in the same order; what that takes was measured, not assumed:
-# * an MKL sgemm row does not depend on the number of rows M, except when a thread gets fewer than 4 rows (another,
-#   gemv-like kernel): every matmul here (projections, MLP, the im2col convolutions, the front end's filter bank)
-#   sees a multiple of 4 rows (zero rows, discarded afterwards), as does the attention kernel's q-block gemm;
-# * the CPU flash kernel splits keys into blocks of 512 (kvSplitSize = min(512, n_keys)), computes exp() vectorised
-#   over whole SIMD vectors with a scalar tail, and the P @ V summation order depends on the block length. With
-#   ``exact=True`` keys are zero-padded (and masked) to a multiple of 512 in BOTH paths, which made the two paths
-#   equal bit for bit on the CPUs where it was first measured (AMD EPYC, AVX-512) but NOT on others (Intel Xeon with
-#   AMX: 1.5e-5 absolute; other ATen/oneDNN dispatch paths: up to 2.7e-5; issue 14): the kernels' SIMD paths differ
-#   per CPU, so bit equality is not a portable property and no test relies on it;
-# * elementwise kernels (GELU) are not bit-identical between contiguous and strided inputs: keep tensors contiguous;
-# * Conv1d (oneDNN) results depend on the sequence length, so both convolutions run as im2col + matmul with the
-#   modules' own weights, in both paths (vs Whisper's own Conv1d: ~1e-5 absolute on the encoder output).
-# The default (exact=False) pads keys to a multiple of 16 only (whole SIMD vectors): streaming vs full differ by
-# summation order only, measured up to ~1.4e-4 (tiny.en) / 3.6e-4 (base) absolute on outputs of magnitude ~10-20,
-# ~1e-5 relative; the engine's speed with either setting was the same within noise (40 and 300 ms chunks, tiny.en).
+# Numerical agreement: streaming equals the full masked forward to float32 rounding (~1e-5 of the largest activation)
+# on every CPU, because both paths put most elements through the same arithmetic in the same order:
+# * MKL sgemm switches to another kernel when a thread gets fewer than 4 rows: every matmul sees a multiple of
+#   ROW_MULTIPLE rows (zero rows, discarded afterwards);
+# * the CPU flash-attention kernel's summation order depends on the key block length (min(512, n_keys)):
+#   ``exact=True`` pads keys (masked) to KEY_MULTIPLE in both paths, bit-identical on some CPUs only (SIMD paths
+#   differ per CPU, so no test relies on bit equality); the default pads to FAST_KEY_MULTIPLE (whole SIMD vectors),
+#   differing by summation order only, at the same speed;
+# * elementwise kernels (GELU) differ between contiguous and strided inputs: keep tensors contiguous;
+# * oneDNN Conv1d results depend on the sequence length: both convolutions run as im2col + matmul.
 ROW_MULTIPLE = 4
 KEY_MULTIPLE = 512  # exact=True: whole key blocks of the CPU flash kernel
 FAST_KEY_MULTIPLE = 16  # exact=False: whole SIMD vectors only
@@ -118,8 +109,8 @@ class CausalEncoder(nn.Module):
     """Block-causal view of a Whisper ``AudioEncoder`` (shares its modules and weights).
 
     ``chunk_ms`` (τ) and ``tau0_ms`` (first block τ0 ≥ τ) are multiples of 20 ms. Streaming agrees with the full
-    masked forward to float32 rounding (~1e-5 of the largest activation). ``exact=True`` pads keys to multiples of
-    512 (``KEY_MULTIPLE``), which makes the two bit-identical on some CPUs only (see the note above).
+    masked forward to float32 rounding; ``exact=True`` pads keys to ``KEY_MULTIPLE`` (see the note above). Per-stream
+    state lives in :class:`EncoderState`; the encoder holds only the weights and a cache of masks.
     """
 
     def __init__(self, encoder: nn.Module, chunk_ms: int, tau0_ms: int, exact: bool = False) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+from whisper.tokenizer import get_tokenizer
 
 from streaming.beam import StreamingBeamDecoder
 from streaming.decoding import CachePolicy, StreamingGreedyDecoder
@@ -41,15 +42,14 @@ class StreamingDecoder(Protocol):
 DecoderFactory = Callable[[Any, Any, "torch.Tensor | None", bool], StreamingDecoder]
 
 
-# Chosen on the real `dev` split (tuned 300 ms adapter, 20 utterances): WER 21.3 % without a flush, 18.7 % with
-# 600 ms, 17.3 % with 1000 ms and with 1500 ms; the last word of 9 / 20 utterances was lost without it, 4 with 1 s.
+# silence fed at the end of a stream (docs/decisions/end-of-stream-flush.md)
 FLUSH_MS = 1000
 # Greedy decoding's restart cut (streaming.decoding): chosen on dev (docs/decisions/restart-cut.md) ...
 RESTART_WORDS = 3
 # ... said again from the last this many words (docs/decisions/restart-context.md)
 RESTART_CONTEXT = 24
 # The stability rule's window (streaming.decoding): the last this many emitted tokens are scored again on every chunk,
-# older ones are committed. The paper's (CarelessWhisper, Algorithm 1), kept on dev (docs/decisions/stability-window.md)
+# older ones are committed; the paper's value (docs/decisions/stability-window.md)
 N_CHECK = 2
 
 
@@ -65,8 +65,8 @@ class CausalStreamingEngine:
         default: it is the computation the stability rule is defined on, not an approximation of it ("reuse" is
         the served two-pass recognizer's: docs/decisions/two-pass-serving-compute.md).
         `pad_silence`: the decoder sees the frames heard so far followed by encoder frames of silence up to 30 s
-        (textdecoder.CrossCache). Not a recognizer option: the original weights, which the engine's tests and speed
-        benchmarks run without a trained adapter, restart the sentence on partial audio without it.
+        (textdecoder.CrossCache). Not a recognizer option: it lets the original weights (tests, speed benchmarks,
+        no adapter) wait instead of restarting the sentence on partial audio.
         `flush_ms`: silence fed (in chunk-sized steps) when the stream ends, before the final step: a tuned model
         writes a word once it has heard its end *and a margin after it*, so a stream that ends right after its
         last word would otherwise lose that word (0 turns it off).
@@ -75,8 +75,6 @@ class CausalStreamingEngine:
         `decoder`: another write policy than the stability rule, as a factory
         `(model, tokenizer, pad_frames, int8_vocab) -> decoder` (e.g. `training.emma.decoding.emma_decoder(policy,
         t_emma)`): the engine knows the decoder interface (`new_state`, `update`, `hypothesis`), not the policies."""
-        from whisper.tokenizer import get_tokenizer
-
         self.model = model
         self.chunk_ms = chunk_ms
         self.tau0_ms = tau0_ms
@@ -126,8 +124,8 @@ class CausalStreamingEngine:
             step = round(16 * self.chunk_ms)  # 16 samples per ms
             # never past the encoder's 30 s context (a stream that long ends with what it has)
             room = (2 * self.enc_state.max_frames - 2) * 160 - self.frontend.samples_in  # 2 mel frames / frame
-            # one step of whole chunks, not one step per chunk: the decoder answers once for all of them (dev WER
-            # the same or lower: 14.7 → 13.3 % tuned 300 ms, 17.3 → 17.3 % random-chunk 100 ms; RTF −12 to −20 %)
+            # one step of whole chunks, not one per chunk: the decoder answers once for all of them
+            # (docs/decisions/end-of-stream-flush.md)
             steps = min(math.ceil(self.flush_ms / self.chunk_ms), max(0, room) // step)
             if steps:
                 self.feed(np.zeros(step * steps, dtype=np.float32))

@@ -3,10 +3,10 @@
 A recognizer is fed audio chunk by chunk and answers, after each chunk, with its whole current
 hypothesis split into a *committed* prefix (never revised again) and a *tentative* tail (may still
 change). `run_stream` turns that into word events and a `StreamRecord`, from which WER, RWER,
-ARWER, AL/LAAL/DAL, word latency and RTF are all computed the same way for every system
-(../shared/DESIGN.md, "Latency clock").
+ARWER, AL/LAAL/DAL, word latency and RTF are all computed the same way for every system.
 
-The latency clock (one for every system): a real-time queue with one worker.
+The latency clock (docs/evaluation.md, "The latency clock"): a real-time queue with one worker. Times are ms since
+the stream's first sample.
 - Step k's chunk *arrives* when its last sample has been spoken: `arrival_ms` = the audio consumed by the end
   of that step (`Step.audio_ms`; the end-of-stream step arrives at the audio end).
 - It *starts* at max(arrival_k, finish_{k-1}): a worker cannot begin before the audio exists, nor before it
@@ -14,11 +14,9 @@ The latency clock (one for every system): a real-time queue with one worker.
 - A word event is emitted when the step that produced it finishes (`WordEvent.emitted_ms`). Its
   computation-unaware lower bound is the arrival of that step (`WordEvent.emission_ms`: infinitely fast compute).
 
-Why a queue and not "audio consumed + cumulative compute" (the older `elapsed_ms`, kept as legacy): the
-cumulative clock charges a system that keeps up with real time (RTF < 1) all its past compute, although that
-compute overlapped with waiting for audio, so its latency drifts upward along the stream for no reason; a queue
-charges only the backlog a user would really wait for. A system slower than real time (RTF > 1) builds a backlog
-and its latency grows along the stream on both clocks — correctly.
+A queue rather than "audio consumed + cumulative compute" (`WordEvent.elapsed_ms`, kept for reference only):
+a system that keeps up with real time computes while waiting for audio, and a queue charges only the backlog a
+user would really wait for; a system slower than real time builds a backlog on both clocks.
 """
 
 from __future__ import annotations
@@ -44,14 +42,12 @@ def restart_at(written: list[str], words: list[str], n: int, context: int, disti
     """Where ``words`` (what follows ``written``) first say again ``n`` words in a row that the last ``context``
     written words or the words before it hold (compared by :func:`norm_word`); ``len(words)`` when they never do.
     ``distinct``: only a run of at least that many different words counts ("zero zero" said again is a list read
-    aloud; "Montreal Forest," said again is a restart). ``whole``: only a run that goes on saying what followed its
-    first saying, until the first saying reaches where the run starts or the words end, counts ("letters should be
-    beautiful ... should be reasonable" is a sentence saying "should be" twice; "the block book, produced the block
-    book" says it all again). ``long`` (with ``whole``): a run that goes on for this many words counts anyway, whole
-    or not (a restart that splits a word otherwise, "sand castle ... sandcastle", or after a word said twice).
+    aloud). ``whole``: only a run that goes on saying what followed its first saying, until the first saying
+    reaches where the run starts or the words end, counts (a sentence may say "should be" twice). ``long`` (with
+    ``whole``): a run that goes on for this many words counts anyway, whole or not ("sand castle ... sandcastle").
 
-    Whisper at the edge of the audio it has heard often *restarts* the sentence instead of waiting ("produced, the
-    | block book, produced the block book"); one word said again is ordinary speech, a run of them rarely is."""
+    Why: at the edge of the audio it has heard Whisper often *restarts* the sentence instead of waiting ("produced
+    the block book, produced the block book"); one word said again is ordinary speech, a run of them rarely is."""
     keys = [norm_word(w) for w in (written[-context:] if context else [])] + [norm_word(w) for w in words]
     start = len(keys) - len(words)
     for j in range(start, len(keys) - n + 1):
@@ -94,8 +90,8 @@ class WordEvent:
     kind: Literal["partial", "final"]
     emission_ms: float  # computation-unaware: arrival (audio consumed) of the step that produced the event
     emitted_ms: float  # the latency clock: finish time of that step on the real-time queue (computation-aware)
-    # LEGACY, not used by any metric: emission_ms + cumulative compute of the stream up to and including the step
-    # (SimulEval's "elapsed" when audio is fed as fast as it is processed). Always ≥ emitted_ms.
+    # not used by any metric: emission_ms + the stream's cumulative compute up to and including the step
+    # (SimulEval's "elapsed" when audio is fed as fast as it is processed); always ≥ emitted_ms
     elapsed_ms: float
     step: int = -1  # index of the step that produced the event in `StreamRecord.steps`
 
@@ -259,12 +255,10 @@ def run_stream(recognizer: StreamingRecognizer, audio: np.ndarray, chunk_ms: flo
 
     ``live=False``: one piece per step, whatever the clock says: the output depends on the audio only
     (deterministic; what the pyfunc models and the equivalence tests need).
-    ``live=True``: what a live server does with a system that falls behind: when a step ends after later pieces
-    have arrived, the next step takes *every* piece that has arrived by then, as one feed (whisperlivekit's server
-    and ufal's whisper_streaming read all buffered audio each iteration; their chunk size is a minimum). A
-    system that keeps up (each step done before the next piece arrives) is fed exactly as with ``live=False``;
-    one that cannot keep up gets larger pieces instead of an ever-growing queue, so its output depends on its
-    speed, as it does live."""
+    ``live=True``: as a live server feeds a system that falls behind (whisperlivekit and whisper_streaming read
+    all buffered audio each iteration): the next step takes *every* piece that has arrived by the time the worker
+    is free, as one feed. A system that keeps up is fed exactly as with ``live=False``; one that cannot gets larger
+    pieces instead of an ever-growing queue, so its output depends on its speed, as it does live."""
     recognizer.reset()
     steps: list[Step] = []
     lookahead_ms = float(getattr(recognizer, "lookahead_ms", 0.0))

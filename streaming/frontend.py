@@ -26,8 +26,7 @@ is a multiple of 160 samples (3000 frames for 30 s).
 
 :class:`StreamingLogMel` computes the same frames incrementally; its output, concatenated over any feed sizes
 (1 sample, 37 samples, 300 ms, …), equals :func:`causal_log_mel` on the whole audio frame for frame to float32
-rounding (per-frame FFT; the filter-bank matmul always sees a multiple of 4 frame rows, which makes it bit for bit
-on the CPUs where that was measured, not on every CPU: the tests use a tolerance).
+rounding (the filter-bank matmul always sees a multiple of 4 rows, as in ``encoder.py``).
 """
 
 from __future__ import annotations
@@ -72,8 +71,8 @@ class _LogSpec:
             return signal.new_zeros((self.n_mels, 0))
         frames = signal[: (n_frames - 1) * HOP_LENGTH + N_FFT].unfold(0, N_FFT, HOP_LENGTH)  # [n_frames, 400]
         magnitudes = torch.fft.rfft(frames * self.window, dim=-1).abs() ** 2  # [n_frames, 201]
-        # Frames as matmul rows, padded to a multiple of 4: MKL sums a row in another order when it gets fewer
-        # than 4 rows (per thread); the same kernel for streaming and full sequence keeps them as close as it can.
+        # rows padded to a multiple of 4: MKL sums a row in another order below 4 rows per thread, and streaming
+        # must match the full sequence
         rows = -(-n_frames // ROW_MULTIPLE) * ROW_MULTIPLE
         if rows != n_frames:
             magnitudes = torch.cat([magnitudes, magnitudes.new_zeros((rows - n_frames, magnitudes.shape[1]))])

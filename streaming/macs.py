@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from streaming.encoder import FAST_KEY_MULTIPLE, KEY_MULTIPLE, ROW_MULTIPLE
 from streaming.mask import block_ends
 
 
@@ -74,19 +75,6 @@ def encoder_macs_stream(dims: Any, n_frames: int, chunk_ms: int, tau0_ms: int,
     return conv_macs(dims, n_frames) + n_layer * total
 
 
-def stream_offline_ratio(dims: Any, n_frames: int, chunk_ms: int, tau0_ms: int, executed: bool = True,
-                         exact: bool = False) -> float:
-    """MACs of streaming ``n_frames`` frames / MACs of one padded 30 s offline pass (``n_audio_ctx`` frames).
-    ``executed`` (default) counts what :class:`~streaming.encoder.CausalEncoder` runs, its row and key
-    padding included (``exact``: keys padded to 512); ``executed=False`` the useful work only."""
-    get = dims.__getitem__ if isinstance(dims, Mapping) else lambda k: getattr(dims, k)
-    rows, keys = executed_padding(exact) if executed else (1, 1)
-    stream = encoder_macs_stream(dims, n_frames, chunk_ms, tau0_ms, row_multiple=rows, key_multiple=keys)
-    return stream / encoder_macs_offline(dims, int(get("n_audio_ctx")))
-
-
 def executed_padding(exact: bool = False) -> tuple[int, int]:
     """(row multiple, key multiple) that the causal encoder executes (see encoder.py's note on numerics)."""
-    from streaming.encoder import FAST_KEY_MULTIPLE, KEY_MULTIPLE, ROW_MULTIPLE
-
     return ROW_MULTIPLE, KEY_MULTIPLE if exact else FAST_KEY_MULTIPLE

@@ -1,12 +1,10 @@
 """Which precision a recognizer's Linear layers run at on the machine that runs it (one resolver for every loader).
 
 A recognizer spec names a precision (``recognizer.spec.Weights.precision``: ``"bf16-all"``, ..., ``"auto"`` or ``"fp32"``).
-bfloat16 only pays where oneDNN has native bf16 dot products: AMX tiles, or AVX512-BF16 on a CPU that has it. Without
-them PyTorch emulates bf16 and a bf16 Linear is several times slower than fp32, enough to put a streaming recognizer
-behind real time (docs/decisions/precision-per-cpu.md: the recognizer's RTF per path, measured on dev). So a bf16 name
-is a preference, kept where bf16 is native and fp32 otherwise; ``"auto"`` is ``AUTO``'s choice for the path (bf16
-encoder + decoder where native, else int8 on the encoder: each the fastest arm that was not worse than fp32 on real
-dev on that path); int8 and fp32 are kept as named (int8 dynamic quantization runs on AVX2 too).
+bfloat16 only pays where oneDNN has native bf16 dot products (AMX tiles, or AVX512-BF16); elsewhere PyTorch emulates
+it, several times slower than fp32, enough to put a streaming recognizer behind real time. So a bf16 name is a
+preference, kept where bf16 is native and fp32 otherwise; ``"auto"`` is ``AUTO``'s choice for the path
+(docs/decisions/precision-per-cpu.md); int8 and fp32 are kept as named (int8 dynamic quantization runs on AVX2 too).
 
 The evaluate stage (``training.causal.evaluate.load_tuned``), a registered recognizer's pyfunc (which loads through
 it) and the server (``serving.models``) all resolve here, so one machine gives one answer everywhere, and each
@@ -33,12 +31,12 @@ ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_b
 # the CPU flags that give oneDNN native bf16 dot products, best first, each with the lowest ONEDNN_MAX_CPU_ISA that
 # keeps that path (docs/decisions/precision-per-cpu.md: bf16 against fp32 measured per path)
 BF16_FLAGS = {"amx_bf16": "AVX512_CORE_AMX", "avx512_bf16": "AVX512_CORE_BF16"}
-# what "auto" runs, by whether bf16 is native here: decided per path on dev (docs/decisions/precision-per-cpu.md)
+# what "auto" runs, by whether bf16 is native here (docs/decisions/precision-per-cpu.md)
 AUTO = {True: "bf16-all", False: "int8-encoder"}
 # What an AVX2-only CPU runs, emulated on a bigger one: each kernel library reads its own cap once, at start-up, so
 # all four are set together in a fresh process. oneDNN alone is not enough: fp32 GEMMs go through MKL, int8 dynamic
-# quantization through FBGEMM (both kept AVX-512 under a oneDNN cap: FBGEMM's int8 Linear was 1.6x faster there
-# than when capped), and ATen's own vector kernels through ATEN_CPU_CAPABILITY.
+# quantization through FBGEMM (both stay AVX-512 under a oneDNN cap), and ATen's vector kernels through
+# ATEN_CPU_CAPABILITY.
 AVX2_MACHINE = {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
                 "ATEN_CPU_CAPABILITY": "avx2"}
 

@@ -1,24 +1,16 @@
 """Lower-precision Linear layers for CPU streaming (inference only): bfloat16 weights, or int8 dynamic quantization.
 
-A streaming step multiplies few rows (one block of ~15 encoder frames, 1–3 decoder tokens) by every weight matrix:
-on CPU that is bound by reading the weights and by fp32 GEMM throughput. ``torch.ao`` dynamic quantization keeps
-int8 weights (a quarter of the bytes) and runs VNNI int8 GEMMs with activations quantized on the fly; per-channel
-weight scales (one per output row) keep the logits close enough that the stability rule decides as in fp32.
+A streaming step multiplies few rows (one block of encoder frames, 1–3 decoder tokens) by every weight matrix: on
+CPU that is bound by reading the weights and by fp32 GEMM throughput. int8 dynamic quantization (``torch.ao``, per
+output-channel weight scales) reads a quarter of the bytes; bfloat16 (``BF16Linear``, fp32 accumulation) keeps a
+relative error per element, so activation outliers cost it nothing, but is fast only where the CPU has bf16 dot
+products (AMX, AVX512-BF16; ``streaming.precision.native_bf16``). Quantizing the decoder shifts the log-probabilities
+the stability rule compares, so int8 defaults to the encoder only. Which one runs where:
+docs/decisions/precision-per-cpu.md, precision-bf16-fidelity.md.
 
-Scope, chosen by fidelity to the fp32 transcripts on the train + dev splits (81 real utterances, words that differ
-from fp32's own output; not accuracy, so no split is spent on it): quantizing the encoder only changes 1.2 % (300 ms)
-/ 2.2 % (100 ms) of the words for 1.3× faster streaming; the decoder too, 5.4 % / 5.5 % for 2.2× (the decoder's
-logits feed the stability rule's log-probability comparisons, where small shifts flip decisions). ``"encoder"`` is
-the default; ``"all"`` is the faster option. Per-tensor scales diverged more (4 dev words at 300 ms).
-
-bfloat16 (``bf16_linears``) keeps a relative error per element (8-bit mantissa, fp32 accumulation) instead of
-one scale per tensor of activations, so the activation outliers of a transformer cost it nothing: on the same 81
-utterances encoder and decoder in bf16 change 0.67 % (300 ms) / 1.26 % (100 ms) of the words, fewer than int8 on the
-encoder alone, for 1.6× faster streaming where the CPU has bf16 dot products (AMX or AVX512-BF16); a CPU without
-them emulates bf16, several times slower than fp32: ``streaming.precision.native_bf16()`` says which).
-``precision`` strings name both: ``"bf16-all"``, ``"bf16-encoder"``, ``"int8-encoder"``, ``"int8-all"``; a spec may
-also name ``"auto"`` or ``"fp32"``, which ``streaming.precision.resolve_precision`` turns into one of them (or fp32)
-on the machine that runs the recognizer, as it does a bf16 name on a CPU without native bf16.
+``precision`` strings name dtype and scope: ``"bf16-all"``, ``"bf16-encoder"``, ``"int8-encoder"``, ``"int8-all"``; a
+spec may also name ``"auto"`` or ``"fp32"``, which ``streaming.precision.resolve_precision`` resolves on the machine
+that runs the recognizer (as it does a bf16 name on a CPU without native bf16).
 
 Whisper's ``Linear`` subclasses ``nn.Linear`` (it casts the weight to the input's dtype), so ``quantize_dynamic``'s
 type-keyed module mapping would silently skip it: each layer is copied into a plain ``nn.Linear`` first.
@@ -34,7 +26,6 @@ import torch
 from torch import nn
 
 from streaming.precision import PRECISIONS, REQUESTS, resolve_precision
-
 
 SCOPES = ("encoder", "all")
 

@@ -1,51 +1,35 @@
 """Two-pass streaming: causal partials at once, finals confirmed by the original weights.
 
-The causal engine (block-causal encoder + adapter) answers after every chunk, fast but less accurate on unseen
-speech than offline Whisper. Every ``every_ms`` of audio, the *verifier* — the original weights, full attention —
-transcribes the audio heard so far followed by the hush word (WhisperFlow: a learned 0.5 s segment that tells the
-model the speech has ended, instead of 30 s of zero padding, so the encoder runs on the real length), with the
-words already final forced as the decoder prefix. A word becomes **final** when it is the next word of
+`TwoPassStreaming` feeds every chunk to the causal engine and, at most every ``every_ms`` of audio, runs a
+*verifier* pass (``streaming.verifier``: the original weights, full attention) over the segment's audio followed by
+a padding, with the words already final forced as the decoder prefix. A word becomes **final**
+(``Hypothesis.committed``, never revised) when it is the next word of
 
-- the verifier's and the causal engine's hypotheses alike (two different models on the same audio agree) and not
-  the last word of either (``hold_last``: audio cut inside a word makes both guess the same shorter words; on the
-  real dev split this halved the two-pass WER, 24 → 12 %, for +0.3 s median final-word latency; with
-  ``hold_last_edge_ms`` a last word the verifier's alignment ends that far before the audio's end is not held), or
-- with ``self_agreement``, two consecutive verifier passes (LocalAgreement-2 on the verifier: covers words the
-  causal model gets wrong), unless it is the last word of either pass (audio cut inside a word makes Whisper guess a
-  shorter one). Off by default: chosen on the dev split (lower WER, higher latency).
+- both the verifier's and the causal engine's hypotheses, but not the last word of either (``hold_last``: audio cut
+  inside a word makes both models guess the same shorter words; docs/decisions/hold-last.md), unless the verifier
+  aligns its end ``hold_last_edge_ms`` before the audio's end (docs/decisions/edge-heartbeat.md); or
+- with ``self_agreement``, two consecutive verifier passes, under the same last-word rule
+  (docs/decisions/finals-self-agreement.md).
 
-A pass runs at most every ``every_ms`` and only when it can finalise something: a causal tail of at least two
-words that changed since the last pass (on dev: same WER and latency, RTF 0.18 → 0.14 at every chunk of 300 ms).
-With ``heartbeat_ms`` a pass also runs once that much audio, not all of it quiet, has arrived since the last one:
-the causal engine goes quiet on a list said aloud, and without it the repeats waited for the segment's end.
-The causal tail is aligned with the final words by words; when the final words hold a word the causal transcript
-lacks, the tails one word either side are tried too, or the two would never agree again in that utterance.
+A pass runs only when it can finalise something: the causal tail changed since the last pass and holds two words
+(docs/decisions/verifier-pass-trigger.md), or, with ``heartbeat_ms``, that much non-quiet audio arrived since the
+last pass (the causal engine goes quiet on a list read aloud). At the end of the stream one last pass makes every
+remaining word final: the final transcript is the verifier's, the partials are as fast as the causal engine.
 
-At the end of the stream one last verifier pass over the whole utterance makes every remaining word final, so the
-final transcript is the verifier's (offline accuracy) while the partials stay as fast as the causal engine.
+Repeats are speech too ("zero zero zero"): a mid-stream pass stops at a repeating tail, and the last pass asks the
+audio which repeats were spoken (``Verifier._held``, ``Verifier._echo``; docs/decisions/spoken-repeats.md).
 
-Repeats are speech too ("zero zero zero", a list read aloud). A mid-stream pass stops at a repeating tail (three
-copies in a row): it may be a loop, and waiting costs only latency. The last pass, which decides every word left,
-keeps decoding and asks the audio: Whisper's cross-attention ends spoken repeats one after another, while a loop's
-surplus piles up at the audio's end and is cut there (``Verifier._held``). Likewise words that copy the final
-tail are an echo only where they end where the final words end (``Verifier._echo``;
-docs/decisions/spoken-repeats.md).
+``window_ms`` bounds a pass's cost: past it, the audio of final words is cut off at a quiet point near the last
+final word's end and their text becomes the verifier's prompt (docs/decisions/verifier-window.md). None: every pass
+re-encodes the whole segment (bounded by ``streaming.segmented``).
 
-``window_ms`` bounds what a pass costs: once the verifier's audio is longer than that, the audio of the words
-already final is cut off (at the quietest point near the last final word's end, which the verifier's own
-cross-attention gives: ``streaming.word_times``) and their text becomes the verifier's prompt (Whisper's
-``<|startofprev|>`` context), so a pass encodes the words still open and a few seconds before them, however long
-the segment has run. None: every pass re-encodes the whole segment (bounded by ``streaming.segmented`` alone).
-Final words are ``Hypothesis.committed`` (never revised), and their latency is what the evaluation reports as word
-latency. Partial words (``Hypothesis.tentative``) are what ``partials`` shows past them (``PARTIALS``); the finals
-are the same whichever is shown:
+Partial words (``Hypothesis.tentative``) are chosen by ``partials`` (one of ``PARTIALS``); the finals do not
+depend on it:
 
 - ``causal``: every causal word past the final words;
-- ``verifier-fresh`` (served): the last verifier pass's words that are not final yet but its last one (the audio's
-  edge may cut inside it, as ``hold_last`` for finals), up to where they start saying again two words in a row that
-  were already written (``restart_at``): a mid-stream pass hears the audio then 5 s of zeros, and Whisper often fills
-  them by restarting the sentence. The other policies measured, and why this one, are in
-  docs/decisions/partials-policy.md and partials-fresh.md.
+- ``verifier-fresh`` (served): the last pass's open words but its last, up to where they say again words already
+  written (``restart_at``: Whisper fills the padding by restarting the sentence; docs/decisions/partials-fresh.md),
+  and with ``partial_min_prob`` up to the first unsure word (docs/decisions/partial-min-prob.md).
 """
 
 from __future__ import annotations
@@ -62,9 +46,8 @@ from streaming.word_times import quiet_cut
 KEEP_S = 1.5  # the final words' audio a trimmed window keeps before the open words (see TwoPassStreaming._trim)
 # what is shown past the final words (module docstring)
 PARTIALS = ("causal", "verifier-fresh")
-# ``restart_at`` for the shown partials: a restart re-says RESTART_WORDS words in a row from the last RESTART_CONTEXT
-# words written. Chosen on half of the dev split: one word cut more rewrites (7.4 %) but a repeated "the" is common
-# speech and hid a third of the partials; two cut the rate 20.6 → 9.8 % and kept most; three 11.8 %
+# ``restart_at`` for the shown partials: a restart says again RESTART_WORDS words in a row from the last
+# RESTART_CONTEXT words written (docs/decisions/partials-fresh.md)
 RESTART_WORDS, RESTART_CONTEXT = 2, 12
 
 
@@ -96,22 +79,18 @@ class TwoPassStreaming:
             raise ValueError(f"window_ms must be >= 1000 (or None: no trimming), got {window_ms}")
         self.window_ms = window_ms
         self.engine, self.verifier, self.every_ms = engine, verifier, every_ms
-        # the last word of either hypothesis is never finalised mid-stream: audio cut inside a word makes both models
-        # guess the same shorter words ("is a" for the start of "established"), and two models agreeing does not
-        # protect against that; the word is finalised at the next pass, once both have heard past it
+        # the last word of either hypothesis waits for the next pass (docs/decisions/hold-last.md)
         self.hold_last = hold_last
-        # ... unless the verifier's own alignment puts the word's end this far before the audio's end (None: always
-        # held): the hold costs a pass interval on every word, and on a list said aloud the passes (two open words
-        # at most, the loop cut) finalised one repeat per two passes, slower than they were said
+        # ... unless the verifier aligns its end this far before the audio's end (None: always held); the hold costs
+        # a pass interval on every word (docs/decisions/edge-heartbeat.md)
         if hold_last_edge_ms is not None and hold_last_edge_ms <= 0:
             raise ValueError(f"hold_last_edge_ms must be > 0 or None, got {hold_last_edge_ms}")
         self.hold_last_edge_ms = hold_last_edge_ms
-        # also finalise on two consecutive verifier passes: on the real dev split (random-chunk adapter, 300 ms) it
-        # halved the final-word latency (690 → 306 ms) but finalised more wrong words (WER 14.7 → 16.0 %); off
+        # also finalise what two consecutive verifier passes agree on (docs/decisions/finals-self-agreement.md)
         self.self_agreement = self_agreement
         # a mid-stream pass finalises nothing from where its open words say again this many written words in a row
-        # (``restart_at``; 0: off): two passes fill the 5 s of zeros by restarting the sentence alike, and
-        # self-agreement made that final (docs/decisions/verifier-restart-cut.md). The last pass decides the rest.
+        # (``restart_at``; 0: off): two passes may fill the padding with the same restart, and self-agreement would
+        # make it final (docs/decisions/verifier-restart-cut.md). The last pass decides the rest.
         # ``verifier_restart_distinct``: only a run of that many different words is a restart ("zero zero": speech)
         if verifier_restart_words < 0 or verifier_restart_distinct < 1:
             raise ValueError(f"verifier_restart_words must be >= 0 and verifier_restart_distinct >= 1, got "
@@ -119,7 +98,7 @@ class TwoPassStreaming:
         self.verifier_restart_words, self.verifier_restart_distinct = verifier_restart_words, verifier_restart_distinct
         # ``verifier_restart_whole``: only a run that goes on saying what followed its first saying (``restart_at``),
         # or with ``verifier_restart_long`` one that goes on for that many words, whole or not: a sentence that says
-        # "should be" twice had every pass cut to nothing for 4 s (dev: LJ001-0015; docs/decisions/restart-long.md)
+        # a phrase twice is not a restart (docs/decisions/restart-whole.md, restart-long.md)
         if verifier_restart_long < 0 or (verifier_restart_long and not verifier_restart_whole):
             raise ValueError(f"verifier_restart_long must be >= 0, and is read only with verifier_restart_whole, got "
                              f"{verifier_restart_long} (whole: {verifier_restart_whole})")
@@ -129,10 +108,8 @@ class TwoPassStreaming:
         if not 0.0 <= partial_min_prob < 1.0:
             raise ValueError(f"partial_min_prob must be in [0, 1), got {partial_min_prob}")
         self.partial_min_prob = partial_min_prob
-        # a pass also runs once this much audio arrived since the last one, unless that audio is quiet (None: off).
-        # ``_worth_a_pass`` alone stops asking once the causal engine writes nothing new and a pass found no open
-        # word: on a list said aloud ("zero zero zero ...") the causal model goes quiet on the repeats, and every
-        # word waited for the segment's end (dev latencies of 25 s). Quiet audio is skipped: nothing to find there
+        # a pass also runs once this much non-quiet audio arrived since the last one (None: off): ``_worth_a_pass``
+        # alone waits for the causal engine, which goes quiet on a list read aloud (docs/decisions/edge-heartbeat.md)
         if heartbeat_ms is not None and heartbeat_ms < every_ms:
             raise ValueError(f"heartbeat_ms must be >= every_ms ({every_ms}) or None, got {heartbeat_ms}")
         self.heartbeat_ms = heartbeat_ms
@@ -206,9 +183,8 @@ class TwoPassStreaming:
 
     def _trim(self, audio: np.ndarray, open_words: list[list[int]]) -> None:
         """Cut the audio of the final words off the window, but the last ``KEEP_S`` of them; the cut words' text
-        moves to the prompt, the kept ones stay the forced prefix. Why keep some: the attention places a word's
-        end worst next to the open words at the window's end, and a cut a few frames late eats the start of the
-        next word (on dev: "the | true printed" lost "true"); a cut inside final words costs nothing."""
+        moves to the prompt, the kept ones stay the forced prefix. Some are kept because the attention places a
+        word's end worst next to the open words, and a late cut would eat the next word's start."""
         ends = self.verifier.word_ends(self._window + open_words)[: len(self._window)]
         keep_from = ends[-1] - KEEP_S
         j = max((i for i, e in enumerate(ends) if e <= keep_from), default=None)  # the last word cut off

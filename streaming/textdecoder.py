@@ -37,7 +37,7 @@ class CrossCache:
     def __init__(self, n_layer: int, n_frames: int, d: int, dtype, device, pad: list[tuple[Tensor, Tensor]] | None):
         if pad is None:
             # uninitialised: attention reads the first ``frames`` rows only, each written by ``append_audio`` first
-            # (zeroing 30 s of keys/values was ~14 ms of every verifier pass)
+            # (zeroing 30 s of keys/values is a measurable share of every verifier pass)
             self.k = [torch.empty(1, n_frames, d, dtype=dtype, device=device) for _ in range(n_layer)]
             self.v = [torch.empty(1, n_frames, d, dtype=dtype, device=device) for _ in range(n_layer)]
         else:
@@ -88,8 +88,8 @@ class CachedTextDecoder:
     def __init__(self, decoder, int8_vocab: bool = False) -> None:
         """`int8_vocab`: project onto the vocabulary with a dynamically quantized int8 copy of the
         tied embedding. That product reads the whole 51k × d matrix for every token and is most of a
-        decoder step on CPU (memory-bound: 80 MB in fp32 for tiny); int8 is ~3.5× faster and changes
-        logits by quantization noise only. Off: exact fp32."""
+        decoder step on CPU (memory-bound); int8 reads a quarter of the bytes and changes logits by
+        quantization noise only. Off: exact fp32."""
         self.decoder = decoder
         self.n_head = decoder.blocks[0].attn.n_head
         self.n_ctx = decoder.positional_embedding.shape[0]
@@ -98,12 +98,12 @@ class CachedTextDecoder:
 
     def _vocab_projection(self) -> Callable[[Tensor], Tensor]:
         """The tied output projection, prepared once (rebuilt when the embedding changes): fp32
-        transposed and contiguous (`x @ W.T` on the transposed view is ~2.5× slower), or int8."""
+        transposed and contiguous (`x @ W.T` on the transposed view is much slower), or int8."""
         weight = self.decoder.token_embedding.weight
         key = (weight.data_ptr(), weight._version)
         if self._vocab is None or self._vocab[0] != key:
             # shared by every decoder on these weights: a server builds one engine per stream, and each would
-            # otherwise hold its own 20 MB copy (tiny, int8) and spend ~0.1 s making it
+            # otherwise build and hold its own copy
             shared = _SHARED_VOCAB.setdefault(self.decoder.token_embedding, {})  # a module: identity equality
             if shared.get(self.int8_vocab, (None,))[0] != key:
                 shared[self.int8_vocab] = (key, self._build_projection(weight))
@@ -117,8 +117,8 @@ class CachedTextDecoder:
         linear = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
         linear.weight.data = weight.detach().float().clone()
         with warnings.catch_warnings():
-            # torch 2.13 announces the eager-mode API's move to torchao at every call; it still works here
-            # and torchao is not a dependency (issue 17 decides on quantization)
+            # torch announces the eager-mode API's move to torchao at every call; it still works here
+            # and torchao is not a dependency
             warnings.filterwarnings("ignore", category=UserWarning, message=r"(?s).*quantiz")
             warnings.filterwarnings("ignore", category=DeprecationWarning, message=r"(?s).*quantiz")
             quantized = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(linear), {torch.nn.Linear},

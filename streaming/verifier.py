@@ -2,9 +2,12 @@
 of final words (``streaming.second_pass`` decides what becomes final and what is shown).
 
 A pass stops at a loop, and asks the audio where a repeating tail is speech and where it is Whisper filling the
-padding (``Verifier._held``); it cuts an echo of the final words (``Verifier._echo``); and it keeps, per word, the
-lowest probability the greedy decoder gave any of its tokens (``VerifierWords.probs``), which tells the partials
-which open words the next pass is likely to change.
+padding (``Verifier._held``, docs/decisions/spoken-repeats.md); it cuts an echo of the final words
+(``Verifier._echo``) and a restatement the audio holds once (``Verifier._restated``, docs/decisions/repeat-guard.md);
+and it keeps, per word, the lowest probability the greedy decoder gave any of its tokens (``VerifierWords.probs``),
+which tells the partials which open words the next pass is likely to change.
+
+Not thread-safe: a pass keeps its encoder frames for :meth:`Verifier.word_ends`; one verifier per stream.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from whisper.tokenizer import get_tokenizer
 
 from streaming.decoding import StreamingDecoderBase, word_tokens
 from streaming.encoder import CausalEncoder
 from streaming.events import SAMPLE_RATE, norm_word
+from streaming.hush.transcribe import condition_mel
 from streaming.word_times import FRAMES_PER_S, word_ends_s
 
 # Whisper's previous-text context holds up to 223 tokens; the last sentence or two is what helps, and every prompt
@@ -91,15 +96,16 @@ class VerifierWords:
 
 
 class Verifier:
-    """The original weights on (audio ⊕ hush word), decoding greedily after a forced prefix of final tokens."""
+    """The original weights on (audio ⊕ padding), decoding greedily after a forced prefix of final tokens.
+
+    ``condition``: the padding of mid-stream passes (``streaming.hush.transcribe.condition_mel``: "hush" needs
+    ``hush``); ``max_tokens_per_s``: a pass's token budget per second of audio."""
 
     def __init__(self, model, hush: np.ndarray | None, condition: str = "hush", max_tokens_per_s: float = 12.0,
                  final_condition: str | None = None):
-        """``final_condition``: the padding of the end-of-stream pass (default ``condition``). The last pass
-        decides every word still pending, once per utterance, so Whisper's own 30 s padding ("pad30") there buys
-        offline accuracy for the words the mid-stream passes left open at one long pass per utterance."""
-        from whisper.tokenizer import get_tokenizer
-
+        """``final_condition``: the padding of the end-of-stream pass (default ``condition``); it runs once per
+        utterance and decides every open word, so an offline padding there is affordable
+        (docs/decisions/last-pass-padding.md)."""
         final_condition = final_condition or condition
         if hush is None and "hush" in (condition, final_condition):
             raise ValueError("the verifier's 'hush' condition needs a hush word (or condition='zeros_5s' / 'pad30')")
@@ -115,8 +121,6 @@ class Verifier:
                  prompt: list[int] | None = None) -> VerifierWords:
         """The words past ``final_tokens``; ``last``: the end-of-stream pass (under ``final_condition``);
         ``prompt``: the text before ``audio`` (tokens), as Whisper's previous-text context."""
-        from streaming.hush.transcribe import condition_mel
-
         mel = condition_mel(self.model, audio, self.final_condition if last else self.condition, self.hush)
         frames = self.encoder(mel[None].to(next(self.model.parameters()).dtype), mask=None)[0]
         self.frames, self.audio_frames = frames, len(audio) // (SAMPLE_RATE // FRAMES_PER_S)  # for word_ends
@@ -198,12 +202,10 @@ class Verifier:
     def _held(self, final_tokens: list[int], new: list[int]) -> int | None:
         """Where a repeating tail of ``new`` outruns the audio (tokens to keep), or None while it does not.
 
-        A repeat is not a loop by itself: cutting at the third copy (what the mid-stream passes and the streaming
-        decoders do) lost 56 of 60 spoken digits on a dev stream. Spoken repeats advance through the audio; a loop
-        piles its surplus up at the audio's end (``PILE_UP_WORDS`` words ending within ``PILE_UP_S``), and the
-        first word of the pile is kept (the audio may end inside it). Asked in the last pass only: asked in the
-        mid-stream passes too (5 s of zeros after the audio, where Whisper spreads invented copies over the
-        spoken ones), a dev stream of 60 digits came out as 99 words."""
+        A repeat is not a loop by itself: spoken repeats advance through the audio, a loop piles its surplus up at
+        the audio's end (``PILE_UP_WORDS`` words ending within ``PILE_UP_S``); the first word of the pile is kept
+        (the audio may end inside it). Asked in the last pass only: in a mid-stream pass Whisper spreads invented
+        copies over the padding, where they do not pile up (docs/decisions/spoken-repeats.md)."""
         groups, ends, _ = self._new_word_ends(final_tokens, new)
         pile = next((k for k in range(len(ends), 0, -1) if ends[-1] - ends[-k] <= PILE_UP_S), 1)
         if pile < PILE_UP_WORDS:

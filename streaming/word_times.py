@@ -13,6 +13,8 @@ import threading
 
 import numpy as np
 import torch
+from whisper.model import disable_sdpa
+from whisper.timing import dtw, median_filter
 
 FRAMES_PER_S = 50  # Whisper encoder frames per second of audio (20 ms each)
 # A server runs many streams' steps on threads over one model: the hooks below sit on shared modules, and whisper's
@@ -29,9 +31,6 @@ def word_ends_s(model, tokenizer, frames: torch.Tensor, words: list[list[int]], 
     ``frames``: the encoder output [T, d] the words were decoded from; ``n_frames``: how many of its frames hold
     real audio (the rest is padding: the path may not end there). Whisper's convention: a word ends where the path
     reaches the next word's first token (the last word: the end-of-text token)."""
-    from whisper.model import disable_sdpa
-    from whisper.timing import dtw, median_filter
-
     text = [t for group in words for t in group]
     if not text:
         return []

@@ -14,9 +14,10 @@ from prefect.cache_policies import NO_CACHE
 from configs.dataset import DatasetConfig
 from data import fs, stages
 from data.assemble import assemble, verify_version
+from data.distributed import run_batches
 from data.inputs import BatchRef, InputsRef, plan_batches, read_scan_rejects, write_inputs_table
-from data.scan import scan
 from data.parts import process_batch
+from data.scan import scan
 from data.store import WorkStore
 from data.tokens import tokenizer_id
 from data.versioning import code_version, dataset_version_id
@@ -66,8 +67,6 @@ def build_batch(batch: BatchRef, cfg: DatasetConfig, work_dir: str, plan: dict) 
 @task(name="prepare-align-on-ray", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=5)
 def build_batches_on_ray(batches: list[BatchRef], cfg: DatasetConfig, work_dir: str, plan: dict,
                          ray_address: str, workers: int | None) -> list[dict]:
-    from data.distributed import run_batches
-
     logger = get_run_logger()
     results = []
     for n, result in enumerate(run_batches(batches, cfg, work_dir, address=ray_address, workers=workers,

@@ -13,8 +13,14 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from configs.emma import SweepConfig
+from data.leakage import check_held_out
+from data.tracking import client, default_tracking_uri, finished_run, flatten, git_commit, open_run
 from data.utterances import dataset_ref
-from data.tracking import default_tracking_uri, flatten, git_commit, open_run
+from data.weights import checkpoint_sha256
+from training.emma.dashboard import log_dashboard
+from training.emma.registry import promote
+from training.emma.sweep import run_sweep
+from training.raytrain import run_key
 
 
 def eval_set_id(sweep: SweepConfig) -> str:
@@ -37,8 +43,6 @@ def sweep_hash(sweep: SweepConfig) -> str:
 
 def sweep_key(sweep: SweepConfig) -> str:
     """The sweep's config hash plus the versions of its training and evaluation data."""
-    from training.raytrain import run_key
-
     return run_key(sweep_hash(sweep), sweep.base.datasets, sweep.base.validation_datasets)
 
 
@@ -46,11 +50,6 @@ def sweep_key(sweep: SweepConfig) -> str:
 def open_sweep_run(sweep: SweepConfig) -> tuple[str, str, bool]:
     """(tracking URI, the sweep's MLflow parent run, already finished?): a finished sweep with the same key is
     returned as done; an unfinished one is reopened; otherwise a new parent run."""
-    from data.tracking import finished_run
-    from data.weights import checkpoint_sha256
-
-    from data.leakage import check_held_out
-
     base = sweep.base
     held_in = check_held_out(base.datasets, base.splits, base.validation_datasets, base.validation_splits,
                              allow=base.allow_held_in_validation)  # trials select on dev: never on training audio
@@ -73,8 +72,6 @@ def open_sweep_run(sweep: SweepConfig) -> tuple[str, str, bool]:
 
 @task(name="emma-sweep-trials", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
 def sweep_trials(sweep: SweepConfig, tracking_uri: str, parent_run_id: str) -> list[dict]:
-    from training.emma.sweep import run_sweep
-
     rows = run_sweep(sweep, tracking_uri, parent_run_id, name=f"emma-sweep-{parent_run_id[:10]}")
     get_run_logger().info("%d trials: %d ok", len(rows), sum(r["status"] == "ok" for r in rows))
     return rows
@@ -83,9 +80,6 @@ def sweep_trials(sweep: SweepConfig, tracking_uri: str, parent_run_id: str) -> l
 @task(name="emma-sweep-dashboard", cache_policy=NO_CACHE)
 def sweep_dashboard(tracking_uri: str, parent_run_id: str, references: dict[str, tuple[float, float]] | None = None
                     ) -> list[dict]:
-    from training.emma.dashboard import log_dashboard
-    from data.tracking import client
-
     rows = log_dashboard(tracking_uri, parent_run_id, references)
     c = client(tracking_uri)
     front = [r for r in rows if r["pareto"]]
@@ -99,10 +93,6 @@ def sweep_dashboard(tracking_uri: str, parent_run_id: str, references: dict[str,
 
 @task(name="promote-best-trial", cache_policy=NO_CACHE)
 def promote_best(tracking_uri: str, parent_run_id: str, registered_name: str, al_budget_ms: float | None) -> dict:
-    from training.emma.registry import promote
-
-    from data.tracking import client
-
     decision = promote(tracking_uri, parent_run_id, registered_name, al_budget_ms)
     client(tracking_uri).set_tag(parent_run_id, "promoted_version", decision["version"])
     get_run_logger().info("%s v%s: %s", registered_name, decision["version"], decision["decision"])

@@ -6,6 +6,11 @@ from __future__ import annotations
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from data.provenance import check_artifacts_held_out
+from evaluation.ledger import record_scoring
+from evaluation.report import log_report, write_report
+from evaluation.sets import describe, load_split
+from recognizer.evaluate import evaluate_systems
 from recognizer.spec import RecognizerSpec, folders
 
 
@@ -26,11 +31,6 @@ def evaluate_held_out(specs: list[RecognizerSpec], test_datasets: list[str], tra
     the caller's ``train_datasets``; streams every system; report + MLflow. Scoring a `test` split appends a line
     to the ledger at ``ledger_path`` (commit, systems, ``purpose``) and the report states how often that test set
     has been scored for ``purpose``."""
-    from data.provenance import check_artifacts_held_out
-    from evaluation.report import log_report, write_report
-    from recognizer.evaluate import evaluate_systems
-    from evaluation.sets import describe, load_split
-
     provenance = check_artifacts_held_out(artifact_dirs(specs), test_datasets, [split],
                                           extra_train_dirs=train_datasets, extra_train_splits=train_splits, what=split)
     utterances = load_split(test_datasets, [split])
@@ -44,8 +44,6 @@ def evaluate_held_out(specs: list[RecognizerSpec], test_datasets: list[str], tra
                 "provenance": provenance, "warmup_utterance": warmup.utt_id if warmup else None,
                 **({"stride": stride} if stride > 1 else {})}
     if split == "test" and ledger_path:
-        from evaluation.ledger import record_scoring
-
         row = record_scoring(ledger_path, test_set=test_set, systems=[s.name for s in specs], purpose=purpose)
         test_set.update(times_scored=row["times_scored"], ledger=str(ledger_path), purpose=purpose)
     logger = get_run_logger()

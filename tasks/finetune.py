@@ -11,12 +11,10 @@ from datetime import timedelta
 from pathlib import Path
 
 from prefect import get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 
 from configs.finetune import FinetuneConfig
 from data.store import sha256_text
 from data.tracking import default_tracking_uri
-from training.causal.evaluate import evaluate_streaming
 from training.causal.run import run_finetune, run_key
 
 
@@ -36,12 +34,3 @@ def finetune_run(config: FinetuneConfig) -> dict:
     get_run_logger().info("%s: %d steps, val WER %s, registered %s v%s", summary["run_name"], m.get("step", 0),
                           m.get("val_wer"), summary["registered_model"], summary["registered_version"])
     return summary
-
-
-@task(name="evaluate-streaming", cache_policy=NO_CACHE)
-def evaluate_adapter(model_name: str, adapter_dir: str | None, realspeech: str, chunk_sizes: list[int],
-                     limit: int | None = None) -> dict[int, dict]:
-    from evaluation.sets import load_realspeech
-
-    utterances = load_realspeech(realspeech)
-    return evaluate_streaming(model_name, adapter_dir, utterances[:limit] if limit else utterances, chunk_sizes)

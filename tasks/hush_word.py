@@ -11,6 +11,11 @@ from prefect.cache_policies import NO_CACHE
 from configs.hush_word import HushWordConfig
 from data.store import sha256_text
 from data.tracking import default_tracking_uri
+from data.weights import load_model
+from evaluation.sets import load_realspeech
+from streaming.hush.frontend import load_hush_word
+from training.hush_word.evaluate import evaluate_conditions
+from training.hush_word.run import train_hush_word
 from training.raytrain import run_key
 
 
@@ -24,8 +29,6 @@ def _key(_context, parameters: dict) -> str:
 @task(name="train-hush-word", retries=1, retry_delay_seconds=5, cache_key_fn=_key,
       cache_expiration=timedelta(days=30), persist_result=True)
 def train_hush_word_task(config: HushWordConfig) -> dict:
-    from training.hush_word.run import train_hush_word
-
     summary = train_hush_word(config, say=get_run_logger().info)
     get_run_logger().info("%s: val loss %s, registered %s v%s", summary["run_name"],
                           summary["metrics"].get("final_val_loss"), summary["registered_model"],
@@ -37,11 +40,6 @@ def train_hush_word_task(config: HushWordConfig) -> dict:
 def evaluate_hush_word_task(model_name: str, hush_word_dir: str | None, realspeech: str, skip: int = 0,
                             limit: int | None = None) -> dict:
     """Every input condition on the real speech utterances [skip : skip + limit] (speech the hush word never saw)."""
-    from training.hush_word.evaluate import evaluate_conditions
-    from streaming.hush.frontend import load_hush_word
-    from evaluation.sets import load_realspeech
-    from data.weights import load_model
-
     utterances = load_realspeech(realspeech)[skip : (skip + limit) if limit else None]
     hush = load_hush_word(hush_word_dir) if hush_word_dir else None
     return evaluate_conditions(load_model(model_name).eval(), utterances, hush)

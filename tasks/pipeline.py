@@ -7,18 +7,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from filelock import FileLock, Timeout
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from configs.pipeline import PipelineConfig
+from data.synth import write_synthetic_corpus
+from data.tracking import client, default_tracking_uri, require_tracking
+from evaluation.peers import peers_available
+from recognizer.build import default_specs, peer_specs
+from recognizer.spec import Decoding, RecognizerSpec, Weights, served
 
 
 @task(name="preflight", cache_policy=NO_CACHE)
 def preflight(config: PipelineConfig) -> str:
     """Before any work: the tracking store answers (bounded tries, clear error). The config itself was checked when
     it was built (``PipelineConfig`` validates every stage)."""
-    from data.tracking import default_tracking_uri, require_tracking
-
     uri = config.tracking_uri or default_tracking_uri()
     require_tracking(uri)
     return uri
@@ -26,8 +30,6 @@ def preflight(config: PipelineConfig) -> str:
 
 @task(name="synthesize-corpus", cache_policy=NO_CACHE)
 def synthesize_corpus(root: str, n: int) -> str:
-    from data.synth import write_synthetic_corpus
-
     return str(write_synthetic_corpus(Path(root) / "corpora" / f"synth-{n}", n, seed=0))  # skips existing files
 
 
@@ -56,8 +58,6 @@ def output_root_lock(config: PipelineConfig) -> Iterator[None]:
     """One pipeline at a time per output root: a second one waits (up to ``lock_timeout_s``), then finds the first
     one's stages finished and skips them, instead of training the same run keys side by side into the same
     checkpoint folders. (Dataset builds are safe on their own: versions publish atomically under a lock.)"""
-    from filelock import FileLock, Timeout
-
     root = Path(config.output_root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(root / ".pipeline.lock"))
@@ -73,15 +73,12 @@ def output_root_lock(config: PipelineConfig) -> Iterator[None]:
 
 
 def dev_selected_emma(config: PipelineConfig, adapters: dict[int, str], sweep: dict | None):
-    """The decoding (``recognizer.spec.Decoding``: ``emma_dir`` and ``t_emma``) of the trial the sweep's dev-split gate chose (its policy folder is tagged on its
-    MLflow run), when there is one and its adapter was trained here; else None."""
+    """The decoding (``recognizer.spec.Decoding``: ``emma_dir`` and ``t_emma``) of the trial the sweep's dev-split
+    gate chose (its policy folder is tagged on its MLflow run), when there is one and its adapter was trained here;
+    else None."""
     trial = (sweep or {}).get("promotion", {}).get("trial") or {}
     if not trial.get("run_id") or config.sweep_chunk_ms not in adapters:
         return None
-    from data.tracking import client
-
-    from recognizer.spec import Decoding
-
     tags = client(sweep["tracking_uri"]).get_run(trial["run_id"]).data.tags
     return Decoding(1, tags["policy_dir"], float(trial["t_emma"])) if tags.get("policy_dir") else None
 
@@ -89,8 +86,6 @@ def dev_selected_emma(config: PipelineConfig, adapters: dict[int, str], sweep: d
 def tag_version_test_numbers(tracking_uri: str, registered_model: str, version: str, row: dict, test_set: dict,
                              keys: tuple[str, ...]) -> dict[str, str]:
     """A version chosen on `dev` gets its held-out `test` numbers (reported, never selected on) as ``test_*`` tags."""
-    from data.tracking import client
-
     tags = {f"test_{k}": str(row[k]) for k in keys}
     tags |= {"test_set": f"{test_set['n_utterances']} utterances, {test_set['seconds']} s, "
                          f"{test_set['speakers']} speakers",
@@ -107,9 +102,6 @@ def evaluation_specs(config: PipelineConfig, adapters: dict[int, str], sweep: di
     """What the evaluate stage compares on the held-out `test` split: offline Whisper, our causal engine with the
     original weights and with every tuned adapter, two-pass streaming (tuned adapter + the original weights as
     verifier, with this run's hush word), the dev-selected EMMA trial, and the real PyPI peers."""
-    from recognizer.build import default_specs, peer_specs
-    from recognizer.spec import RecognizerSpec, Weights, served
-
     # the served spec with this run's hush word as its verifier's padding (tasks/recognizer.py's hush candidate)
     two_pass = hush_candidate(served(config), hush_dir) if hush_dir else None
     specs = default_specs(list(config.chunk_sizes), adapters, peers=False, model=config.model, two_pass=two_pass)
@@ -118,8 +110,6 @@ def evaluation_specs(config: PipelineConfig, adapters: dict[int, str], sweep: di
                                     config.sweep_chunk_ms, Weights(config.model, adapters[config.sweep_chunk_ms]),
                                     decoding=emma))
     if config.evaluate_peers:
-        from evaluation.peers import peers_available
-
         if peers_available():
             specs += [s for c in config.evaluate_peer_chunk_ms for s in peer_specs(c, config.model)]
     return specs

@@ -3,10 +3,14 @@ trains, each registered as one model version, the dev-split gate, the champion r
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from configs.pipeline import PipelineConfig
+from recognizer.gate import Budget, Default, promote
+from recognizer.registry import load_spec, register_recognizer
 from recognizer.spec import Decoding, RecognizerSpec, Weights, served
 from tasks.pipeline import dev_selected_emma, hush_candidate, tag_version_test_numbers
 
@@ -54,16 +58,12 @@ def offline_references(config: PipelineConfig) -> list[RecognizerSpec]:
 @task(name="register-recognizers", cache_policy=NO_CACHE)
 def register_candidates(tracking_uri: str, specs: list[RecognizerSpec]) -> dict[str, dict[str, str]]:
     """{spec name: registration}; a recognizer registered before (same spec, files and code) keeps its version."""
-    from recognizer.registry import register_recognizer
-
     return {s.name: register_recognizer(tracking_uri, s) for s in specs}
 
 
 @task(name="promote-recognizers", cache_policy=NO_CACHE)
 def promote_recognizers(tracking_uri: str, dev: dict, registered: dict[str, dict[str, str]],
                         config: PipelineConfig) -> dict:
-    from recognizer.gate import Budget, Default, promote
-
     ts = dev["test_set"]
     eval_set = (f"{','.join(ts.get('splits', ['dev']))}: {ts['n_utterances']} utterances, "
                 f"audio {ts.get('audio_sha256', '')[:16]}")
@@ -75,10 +75,6 @@ def promote_recognizers(tracking_uri: str, dev: dict, registered: dict[str, dict
 @task(name="champion-spec", cache_policy=NO_CACHE)
 def champion_spec(tracking_uri: str, registered_model: str, alias: str, dst: str) -> RecognizerSpec:
     """The promoted version as the evaluate stage scores it: read back from the registry, like a server does."""
-    from dataclasses import replace
-
-    from recognizer.registry import load_spec
-
     spec, version = load_spec(tracking_uri, f"models:/{registered_model}@{alias}", dst)
     return replace(spec, name=f"champion (dev-selected): {version['kind']} {spec.chunk_ms} ms "
                               f"v{version['version']}")

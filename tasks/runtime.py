@@ -15,15 +15,21 @@ event queues have been empty for ``WHISPERLINE_PREFECT_IDLE_S`` seconds (default
 ProcessPoolTaskRunner inherit `PREFECT_API_URL` and report to the same server, so every run of every process lands
 in the one database (browse it with ``prefect server start`` on the same ``PREFECT_HOME`` once the runs are done,
 or run that UI server first and point the runs at it with ``PREFECT_API_URL=http://127.0.0.1:4200/api``).
+
+Third-party modules (prefect, httpx, uvicorn) are imported inside the functions: the server process runs this file
+as a script, and only after its ``__main__`` block has taken ``tasks/`` off ``sys.path`` (so that ``dataset``,
+``evaluate``, … shadow nothing) may they load.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -83,8 +89,6 @@ def _live_clients(clients: Path) -> list[int]:
 
 @contextmanager
 def _flock(path: Path) -> Iterator[None]:
-    import fcntl
-
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -185,9 +189,8 @@ def prefect_api() -> Iterator[str]:
         previous = os.environ.get("PREFECT_API_URL")
         os.environ["PREFECT_API_URL"] = api_url  # inherited by task-runner worker processes
         # Threads do not inherit the settings context below: they read Prefect's global settings, made at import
-        # from the environment of then. The process pool's log/event forwarding thread otherwise found no API URL
-        # and started a temporary server of its own (issue 30: two builds under different PREFECT_HOMEs collided
-        # on its port); refreshed, every thread of this process reports to the shared server.
+        # from the environment of then. Refreshed, every thread of this process (the process pool's log/event
+        # forwarding thread among them) reports to the shared server instead of starting a temporary one.
         refresh_global_settings_context()
         try:
             with temporary_settings({PREFECT_API_URL: api_url}):
@@ -219,8 +222,6 @@ def _broker_backlog() -> int:
 def _serve(sdir: Path, port: int, idle_s: float) -> None:
     """The shared server's process: uvicorn with Prefect's API, and a watcher that stops it once no client has
     been alive and nothing has waited in its event queues for `idle_s` seconds."""
-    import threading
-
     import uvicorn
 
     server = uvicorn.Server(uvicorn.Config("prefect.server.api.server:create_app", factory=True, host="127.0.0.1",

@@ -89,16 +89,6 @@ def test_rm_tree(root):
     fs.rm_tree(fs.join(root, "never"))
 
 
-def test_copy_tree(root):
-    fs.write_bytes(fs.join(root, "tmp", "x.tar"), b"x" * 10)
-    fs.write_bytes(fs.join(root, "tmp", "shards", "y.tar"), b"y")
-    fs.copy_tree(fs.join(root, "tmp"), fs.join(root, "final"))
-    assert fs.find(fs.join(root, "final")) == [fs.join(root, "final", "shards", "y.tar"),
-                                                fs.join(root, "final", "x.tar")]
-    assert fs.read_bytes(fs.join(root, "final", "x.tar")) == b"x" * 10
-    assert fs.read_bytes(fs.join(root, "tmp", "x.tar")) == b"x" * 10  # the source stays
-
-
 def test_sha256_streams_blocks(root):
     data = os.urandom(fs.BLOCK * 2 + 123)
     path = fs.join(root, "big.bin")

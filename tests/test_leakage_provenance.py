@@ -176,18 +176,3 @@ def test_hush_word_and_emma_policy_are_read(versions, adapter, hush_dir, lora_mo
     assert [r.version_id for r in artifact_training_data(own)] == [_version_id(versions["train"])]
     with pytest.raises(LeakageError, match=r"\(EMMA policy\)"):
         check_artifacts_held_out([own], [versions["leaky"]], ["test"])
-
-
-def test_registered_version_provenance(versions, adapter, tmp_path):
-    """A registered model version: its pyfunc model's artifact folders, downloaded, carry the adapter's record."""
-    from data.provenance import registered_version_dirs
-    from training.causal.run import register_adapter
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    name, version = register_adapter(uri, adapter, "provenance-test")
-    dirs = registered_version_dirs(uri, name, version, tmp_path / "download")
-    assert len(dirs) == 1 and (Path(dirs[0]) / "whisperline_adapter.json").is_file()
-    assert Path(dirs[0]).is_relative_to(tmp_path / "download")
-    assert [r.version_id for r in artifact_training_data(dirs[0])] == [_version_id(versions["train"])]
-    with pytest.raises(LeakageError, match="test utterance"):
-        check_artifacts_held_out(dirs, [versions["leaky"]], ["test"])

@@ -194,7 +194,7 @@ def test_other_readings_of_the_written_transcript_align(tmp_path: Path, pocketsp
 
 
 # ---------------------------------------------------------------- real speech
-# its audio is LibriSpeech 1272-128104-0004 (evidence in benchmarks/transcript_rejects.py)
+# its audio is LibriSpeech 1272-128104-0004 (evidence: docs/decisions/transcript-check.md)
 KNOWN_MISMATCHED = {"ls-1272-128104-0000"}
 
 

@@ -1,5 +1,5 @@
-"""Progress of a training run, said at least every 30 s while Ray Train runs it (issue 65: `make run` was silent for
-minutes of fine-tuning).
+"""Progress of a training run, said at least every 30 s while Ray Train runs it, so that minutes of training are
+never silent on the console.
 
 The workers log to the run's MLflow store (rank 0, ``training.raytrain.WorkerSetup.log``); Ray keeps their output
 off the driver's console. So the driver reads the counter (``step``, or ``epoch`` for the hush word) and ``loss``
@@ -14,6 +14,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+
+from data.tracking import client
 
 EVERY_S = 30.0
 
@@ -64,8 +66,6 @@ def watch(tracking_uri: str, run_id: str, progress: Progress | None, say: Callab
     if progress is None or say is None:
         yield
         return
-    from data.tracking import client
-
     stop = threading.Event()
 
     def loop() -> None:

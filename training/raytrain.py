@@ -1,9 +1,13 @@
 """What every whisperline Ray Train job shares: a cluster to run on, durable storage, a run name that a retry
-finds again, and a fit that marks the MLflow run FAILED when Ray gives up."""
+finds again, and a fit that marks the MLflow run FAILED when Ray gives up.
+
+Ray, torch, whisper, mlflow and the dataset reader (torch) are imported inside the functions that use them: drivers
+and Prefect tasks import this module for run keys and names before any training starts."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sys
 import time
@@ -11,6 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from data.tracking import TrackingUnavailable, client, log_metrics
+from data.versioning import code_version
 from training.progress import Progress, watch
 
 
@@ -42,7 +48,6 @@ def storage_uri(path: str) -> str:
 def run_key(config_hash: str, datasets: Sequence[str], validation_datasets: Sequence[str] = ()) -> str:
     """What a run learns: its config hash, the version ids of its training and validation data, and the code that
     trains (a fixed objective or data reader must not silently reuse an adapter trained by the old code)."""
-    from data.versioning import code_version
     from data.utterances import dataset_ref
 
     train = [dataset_ref(d)["version_id"] for d in datasets]
@@ -51,10 +56,10 @@ def run_key(config_hash: str, datasets: Sequence[str], validation_datasets: Sequ
     return hashlib.sha256(f"{config_hash}|{','.join(train)}|{','.join(val)}|{code}".encode()).hexdigest()
 
 
-# Ray Train V2's controller takes a worker's `ray.train.report` (every logged step: it is a barrier) only when it
-# next polls the workers, every 2 s by default. Measured on this machine, 10 reports of a trivial loop took 18.2 s
-# at 2 s and 1.9 s at 0.2 s; a smoke fine-tune spent more time waiting on reports than training. A value the user
-# set wins; the driver's value travels to the controller and the workers (Ray's ENV_VARS_TO_PROPAGATE).
+# Ray Train V2's controller takes a worker's `ray.train.report` (every logged step: it is a barrier) only when it next
+# polls the workers, every 2 s by default: a short run would wait on reports more than it trains
+# (docs/decisions/raytrain-poll.md). A value the user set wins; the driver's value travels to the controller and the
+# workers (Ray's ENV_VARS_TO_PROPAGATE).
 REPORT_POLL_ENV, REPORT_POLL_S = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2"
 
 
@@ -97,10 +102,6 @@ def fit(train_loop: Callable[[dict], None], loop_config: dict[str, Any], *, name
 def mark_failed(tracking_uri: str, run_id: str) -> None:
     """Mark the MLflow run FAILED if the store answers; if it does not (the reason training failed, maybe), the run
     stays unfinished, which a re-run reopens just the same: never an error that hides the training's own."""
-    import logging
-
-    from data.tracking import client
-
     try:
         client(tracking_uri).set_terminated(run_id, status="FAILED")
     except Exception as err:  # noqa: BLE001 - best effort by design
@@ -143,9 +144,8 @@ class WorkerSetup:
 
     def stop_if_orphaned(self, step: int) -> None:
         """Exit at once when the Ray node under this worker is gone (its raylet, the parent process, died: a killed
-        pipeline takes its local Ray instance with it). Measured in the kill drill: without this check a worker
-        busy in a step outlived the SIGKILLed pipeline by two steps, logging both and writing a checkpoint that a
-        re-run could be restoring at the same time."""
+        pipeline takes its local Ray instance with it): a worker busy in a step would otherwise outlive the pipeline,
+        logging and writing a checkpoint that a re-run could be restoring at the same time."""
         if os.getppid() != self.node_pid:
             print(f"rank {self.rank}: the Ray node under this worker is gone; stopping before step {step} is logged "
                   "or checkpointed", file=sys.stderr, flush=True)
@@ -154,10 +154,6 @@ class WorkerSetup:
     def log(self, metrics: dict[str, float], step: int) -> None:
         """Metrics into the run's MLflow record, from rank 0 only (every rank first checks that its node lives: the
         loops log before every checkpoint and report)."""
-        from data.tracking import log_metrics
-
-        from data.tracking import TrackingUnavailable
-
         self.stop_if_orphaned(step)
         if self.rank == 0 and self.run_id:
             try:

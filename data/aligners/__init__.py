@@ -9,27 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from data.aligners.base import AlignItem, Aligner, check_spans
+from data.aligners.mfa import MfaAligner
+from data.aligners.pocketsphinx import PocketsphinxAligner
+from data.aligners.whisper_dtw import WhisperDtwAligner
 
-
-def _pocketsphinx(**options: object) -> Aligner:
-    from data.aligners.pocketsphinx import PocketsphinxAligner
-
-    return PocketsphinxAligner(**options)  # type: ignore[arg-type]
-
-
-def _mfa(**options: object) -> Aligner:
-    from data.aligners.mfa import MfaAligner
-
-    return MfaAligner(**options)  # type: ignore[arg-type]
-
-
-def _whisper(**options: object) -> Aligner:
-    from data.aligners.whisper_dtw import WhisperDtwAligner
-
-    return WhisperDtwAligner(**options)  # type: ignore[arg-type]
-
-
-_REGISTRY: dict[str, Callable[..., Aligner]] = {"pocketsphinx": _pocketsphinx, "mfa": _mfa, "whisper": _whisper}
+_REGISTRY: dict[str, Callable[..., Aligner]] = {"pocketsphinx": PocketsphinxAligner, "mfa": MfaAligner,
+                                                "whisper": WhisperDtwAligner}
 ALIGNERS = tuple(_REGISTRY)
 
 

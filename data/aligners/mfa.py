@@ -21,6 +21,8 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+import soundfile as sf
+from praatio import textgrid
 
 from data.aligners.base import AlignItem, Aligner, check_spans
 from data.types import SAMPLE_RATE, AlignerUnavailable, AlignmentError, WordSpan
@@ -65,8 +67,6 @@ class MfaAligner(Aligner):
     def align_spoken_many(self, items: Sequence[AlignItem]) -> list[list[WordSpan] | AlignmentError]:
         if not items:
             return []
-        import soundfile as sf
-
         with tempfile.TemporaryDirectory(prefix="wl-mfa-") as tmp:
             corpus, output = Path(tmp) / "corpus", Path(tmp) / "aligned"
             names = [f"u{i:06d}" for i in range(len(items))]  # MFA dislikes some characters in file names
@@ -99,8 +99,6 @@ class MfaAligner(Aligner):
 
 def read_textgrid_words(path: str | Path, words: Sequence[str]) -> list[WordSpan]:
     """Word spans (ms) from an MFA TextGrid's word tier, checked against the expected words."""
-    from praatio import textgrid
-
     grid = textgrid.openTextgrid(str(path), includeEmptyIntervals=False)
     tier_name = next((n for n in grid.tierNames if n.lower().endswith("words")), None)
     if tier_name is None:

@@ -6,45 +6,30 @@ inserts optional ``<sil>``/noise fillers between words, so word ends stop where 
 Batch cepstral mean normalisation is used because the whole utterance is known (live CMN
 drifts over the first second). Frames are 10 ms: a word over frames [a, b] spans [10a, 10b + 10) ms.
 
-Search settings, measured on real speech (LJSpeech, CMU ARCTIC, LibriSpeech, VCTK, FLEURS, AN4) and
-on espeak-ng speech of transcripts with digits and symbols (tests/fixtures/real_transcripts.tsv):
-- ``bestpath`` off: the lattice pass pocketsphinx 5 runs after an FSG search by default may end the
-  path before the grammar's final state, so the last word went missing ("Will we ever forget it."
-  without "it"; LibriSpeech 1995-1837-0001 without its final "it", reported as a word-count
-  mismatch). cmusphinx/pocketsphinx#318: bestpath "flat-out breaks word-alignment". The Viterbi
-  path of the FSG search is the alignment.
-- Wide beams, no HMM cap: a linear grammar keeps few HMMs alive, so pruning saves little (+10 % CPU)
-  but, at the default beams, dropped the right path when the speech said a word a little
-  differently from its dictionary entry (14 of the 50 espeak transcripts failed; 2 with wide beams,
-  0 with the flexible grammar below as well).
-  Alignments of speech that aligned before are unchanged to the millisecond.
+Search settings:
+- ``bestpath`` off: the lattice pass after an FSG search may end the path before the grammar's
+  final state and drop the last word (cmusphinx/pocketsphinx#318); the FSG search's Viterbi path is
+  the alignment.
+- Wide beams, no HMM cap: a linear grammar keeps few HMMs alive, and default beams drop the right
+  path when a word is said a little differently from its dictionary entry.
 - Flexible grammar for transcripts with multi-word items: each input word that stands for several
   spoken words ("$1,250" → "one thousand two hundred fifty dollars") may instead be any phone
-  sequence (a penalised phone loop beside its words; the search picks whichever scores better).
-  A speaker who reads a number, date or symbol another way ("twelve fifty", "two thousand nineteen",
-  espeak's "dollar three point two") then still aligns, the item's span covering whatever was said,
-  and its neighbours keep their places (the strict grammar forces the wrong words in and squeezes
-  the words around them: on the espeak fixture, mean word-boundary error 77 ms strict vs 46 ms).
-  Plain words stay strict, and at most half of the input words may be replaced, so a transcript of
-  other speech is still rejected. If the flexible search finds no path, the strict one is tried.
+  sequence (a penalised phone loop beside its words). A speaker who reads a number, date or symbol
+  another way then still aligns, the item's span covering whatever was said, and its neighbours keep
+  their places. Plain words stay strict, and at most ``MAX_GARBAGE_SHARE`` of the items may be
+  replaced, so a transcript of other speech is still rejected. If the flexible search finds no path,
+  the strict one is tried.
+- Second try: when no path reaches the grammar's final state (a word said far from its dictionary
+  phones), the same grammar is searched once more with ``RETRY_BEAM`` (a second decoder, made on first
+  need). Its path still has to pass the transcript check.
 
-Wider beams on a second try: even at the beams above, a path can be pruned away where one word is said far from its
-dictionary phones (a speaker with a cold saying "sound" nearly as "sun", mfa_cold_corpus: no path through the
-monologue's 63 words; "sun", "son", "found" or dropping the word all aligned). When no path reaches the grammar's
-final state, the same grammar is searched once more with ``RETRY_BEAM`` (a second decoder, made on first need:
-slower, and used only where the first search failed). A path it finds still has to pass the transcript check.
-
-Transcript check (``transcript_mismatch``): a forced aligner always finds *some* path, and pairing real
-clips with the next clip's transcript, 29 of 51 wrong pairs aligned. The forced path's acoustic score is
-compared with a free phone loop's on the same audio (pocketsphinx's per-segment scores are relative to the
-frame's best state, so their logs sum to a per-utterance cost): speech that says the transcript costs the
-forced path about as much as the loop, speech that says something else costs it more per frame.
-``MAX_FIT_GAP`` was read off a prototype that scored both the espeak-ng fixture and the real clips (right
-transcripts: real ≤ 4e-4 per frame; wrong pairs mostly ≥ 6e-4), so the real-speech figures in
-benchmarks/results/dataset_scale.json are *not* held out. Its cost, measured there: 5 of the 50 espeak-ng
-readings of digit- and symbol-heavy fixture transcripts and 1 of 12 human-style readings ("the U.S. and the
-U.K.") are rejected, speech that does say the items another way than the transcript's verbalisation. Clips under
-``MIN_FIT_S`` (a single spoken digit) are too short for a stable score and are not judged.
+Transcript check (``transcript_mismatch``, docs/decisions/transcript-check.md): a forced aligner always
+finds *some* path, so the forced path's acoustic score is compared with a free phone loop's on the same
+audio (pocketsphinx's per-segment scores are relative to the frame's best state, so their logs sum to a
+per-utterance cost). Speech that says the transcript costs the forced path about as much as the loop;
+speech that says something else costs it more than ``MAX_FIT_GAP`` per frame. The check also rejects
+some speech that reads digits or symbols another way than the transcript's verbalisation. Clips under
+``MIN_FIT_S`` are too short for a stable score and are not judged.
 
 Words missing from CMUdict get a pronunciation from data.g2p (dictionary compounds, then
 espeak-ng) and are added to the decoder's dictionary for the rest of the process.
@@ -75,16 +60,15 @@ PHONES = ("AA AE AH AO AW AY B CH D DH EH ER EY F G HH IH IY JH K L M N NG OW OY
           "ZH").split()
 _PHONE_WORD = "ph_"
 # Flexible grammar: entering an item's phone loop costs GARBAGE_ENTER, each further phone GARBAGE_LOOP
-# (shared by all phones). Tuned on the espeak fixture (mean boundary error 59 ms at 1e-20/0.1, 46 ms
-# here, 48-56 ms for 1e-30..1e-50 and 0.001..0.005): a cheaper loop replaces words that were said.
+# (shared by all phones), tuned on word boundaries of tests/fixtures/real_transcripts.tsv: a cheaper
+# loop replaces words that were said.
 GARBAGE_ENTER = 1e-40
 GARBAGE_LOOP = 0.02
 MAX_GARBAGE_SHARE = 0.5
 # Transcript check: mean log score per 10 ms frame by which the forced path may trail a free phone loop.
 MAX_FIT_GAP = 1e-3
 MIN_FIT_S = 1.5
-# Second try's beams (beam and pbeam, wbeam), where the first found no path: on mfa_cold_corpus 1e-150 / 1e-120
-# was enough, and 1e-200 or 1e-300 placed its words identically
+# Second try's beams (beam and pbeam, wbeam), where the first found no path (docs/decisions/transcript-check.md)
 RETRY_BEAM, RETRY_WBEAM = 1e-150, 1e-120
 
 
@@ -93,7 +77,7 @@ class PocketsphinxAligner(Aligner):
 
     def __init__(self, silprob: float = 0.1, fillprob: float = 1e-8, beam: float = 1e-100,
                  wbeam: float = 1e-80) -> None:
-        from pocketsphinx import get_model_path
+        from pocketsphinx import get_model_path  # lazy: the C library and its model load only for an aligner
 
         self.model_dir = Path(get_model_path()) / "en-us"
         self.options = {"cmn": "batch", "silprob": float(silprob), "fillprob": float(fillprob), "beam": float(beam),
@@ -107,7 +91,7 @@ class PocketsphinxAligner(Aligner):
         self._wide = None  # the second try's decoder (``RETRY_BEAM``), made on first need
 
     def _new_decoder(self, options: dict):
-        from pocketsphinx import Decoder
+        from pocketsphinx import Decoder  # lazy: see __init__
 
         # logfn silences the C library's chatter on stderr (hundreds of lines per utterance).
         decoder = Decoder(lm=None, logfn="/dev/null", **options)
@@ -230,9 +214,8 @@ class PocketsphinxAligner(Aligner):
     def _decode(decoder, pcm: np.ndarray, search: str) -> bool:
         """Run one whole-utterance search; whether it reached the grammar's final state."""
         decoder.activate_search(search)
-        # Feature-extraction state (the cepstral mean among it; set_cmn alone is not enough) carries
-        # over between utterances even with batch CMN: an alignment then depended on which utterance
-        # the worker process saw before, and two clean builds differed. Reset it every time.
+        # Feature-extraction state (the cepstral mean among it; set_cmn alone is not enough) carries over
+        # between utterances even with batch CMN: reset it so an alignment does not depend on the one before.
         decoder.reinit_feat()
         decoder.start_utt()
         decoder.process_raw(pcm.tobytes(), full_utt=True)

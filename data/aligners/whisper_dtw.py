@@ -7,8 +7,7 @@ word spans from its first token's jump to its last token's. openai-whisper's own
 words can cut one of our words in two (a lone apostrophe or hyphen token), so tokens are mapped
 back to our words by count: each of our words is the run of Whisper words covering its tokens.
 
-Every clip pays a full 30 s encoder pass, as openai-whisper does; that is what makes this aligner
-~10× slower than pocketsphinx on CPU.
+Every clip pays a full 30 s encoder pass, as openai-whisper does: far slower than pocketsphinx on CPU.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ class WhisperDtwAligner(Aligner):
     name = "whisper"
 
     def __init__(self, model: str = "tiny.en", medfilt_width: int = 7) -> None:
-        from data.weights import checkpoint_sha256, load_model
+        from data.weights import checkpoint_sha256, load_model  # lazy: torch + whisper, only for this aligner
 
         self.model_name = model
         self.medfilt_width = int(medfilt_width)
@@ -44,7 +43,7 @@ class WhisperDtwAligner(Aligner):
 
     def align_spoken(self, audio: np.ndarray, words: Sequence[str],
                      groups: Sequence[int] | None = None) -> list[WordSpan]:
-        import torch
+        import torch  # lazy: torch + whisper load only when this aligner runs
         from whisper.audio import HOP_LENGTH, N_FRAMES, N_SAMPLES, log_mel_spectrogram
         from whisper.timing import find_alignment
 

@@ -1,10 +1,9 @@
 """The WER gate: lag metrics and Pareto fronts only count systems whose WER is within a cap of offline.
 
-Why: AL, LAAL and DAL measure *when* words come out, not *which* words. A system that hallucinates or stalls can
-score a small (even negative) AL — e.g. 30 hypothesis words for a 10-word reference, emitted early, gives
-AL ≈ −2600 ms, because AL's oracle rate is |X|/|Y| and every extra word subtracts another |X|/|Y| — so a lag
-number is only comparable between systems that transcribe about as well as offline Whisper
-(../shared/DESIGN.md, "Latency clock"). WER is a fraction here (0.05 = 5 points).
+Why: AL, LAAL and DAL measure *when* words come out, not *which* words. A system that hallucinates or stalls can score
+a small (even negative) AL — AL's oracle rate is |X|/|Y|, and every extra word subtracts another |X|/|Y| — so a lag
+number is only comparable between systems that transcribe about as well as offline Whisper (../shared/DESIGN.md,
+"Latency clock"). WER is a fraction here (0.05 = 5 points).
 """
 
 from __future__ import annotations

@@ -3,16 +3,13 @@ compared with.
 
 `feed` only buffers audio and shows nothing; `finish` transcribes the whole buffer in one
 `whisper.decode` call and commits every word. Decoding: temperature 0, greedy (``beam_size=None``) or beam
-search, no timestamps (``<|notimestamps|>`` prefix), fp32, ``language="en"`` (an English-only ``.en`` tokenizer
-has no language token and ignores it; ``None`` would make `whisper.decode` run language detection, which
-fails on ``.en`` models), whisper's default token suppression.
+search, no timestamps, fp32, ``language="en"`` (:func:`decoding_language`), whisper's default token suppression.
 
 The audio → mel step is a hook (``padding``): ``"pad30"`` (the default) is Whisper's own front end: log-mel of
-the audio plus 30 s of zeros, then cut to exactly 3000 frames (`whisper.pad_or_trim`), which is what
-`whisper.transcribe` feeds the encoder for a clip shorter than 30 s. Any callable ``audio (float32, 16 kHz)
-→ mel tensor (n_mels, T)`` can be given instead, e.g. a hush-word front end that appends a learned segment
-and skips the padding (that one also needs an encoder that accepts T < 3000, see
-../shared/research/hushword_baselines.md §4); register it in :data:`PADDINGS` to select it by name.
+the audio plus 30 s of zeros, cut to exactly 3000 frames, as `whisper.transcribe` feeds a clip shorter than 30 s.
+Any callable ``audio (float32, 16 kHz) → mel tensor (n_mels, T)`` can be given instead, e.g. the hush-word front
+end (:func:`hush_word_mel`: T < 3000, run on a variable-length view of the encoder); register it in
+:data:`PADDINGS` to select it by name.
 """
 
 from __future__ import annotations
@@ -22,8 +19,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+import whisper
 
-from streaming.events import SAMPLE_RATE, Hypothesis
+from streaming.events import Hypothesis
+from streaming.hush.frontend import variable_length_view
+from streaming.hush.transcribe import condition_mel
 
 if TYPE_CHECKING:
     from whisper.model import Whisper
@@ -35,8 +35,6 @@ MelFunction = Callable[[np.ndarray], torch.Tensor]  # audio (float32, 16 kHz, mo
 
 def pad30_mel(model: Whisper) -> MelFunction:
     """Whisper's standard front end for ``model``: log-mel with 30 s of zero padding, trimmed to 3000 frames."""
-    import whisper
-
     def mel(audio: np.ndarray) -> torch.Tensor:
         samples = torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32))
         spec = whisper.log_mel_spectrogram(samples, model.dims.n_mels, padding=whisper.audio.N_SAMPLES)
@@ -48,8 +46,6 @@ def pad30_mel(model: Whisper) -> MelFunction:
 def hush_word_mel(model: Whisper, hush: np.ndarray) -> MelFunction:
     """The hush-word front end (``padding=hush_word_mel(model, hush)``): speech ⊕ the learned segment at its real
     length, no 30 s padding."""
-    from streaming.hush.transcribe import condition_mel
-
     return lambda audio: condition_mel(model, audio, "hush", hush).to(model.device)
 
 
@@ -75,8 +71,6 @@ class OfflineWhisper:
     """
 
     def __init__(self, model: Whisper, beam_size: int | None = None, padding: str | MelFunction = "pad30") -> None:
-        import whisper
-
         self.model = model
         self.beam_size = beam_size
         # audio past 30 s is transcribed by openai-whisper's own long-form algorithm (timestamped 30 s windows)
@@ -114,8 +108,6 @@ class OfflineWhisper:
 
     def transcribe(self, audio: np.ndarray) -> str:
         """Text of one whole utterance (stripped); empty audio gives ""."""
-        import whisper
-
         if len(audio) == 0:
             return ""
         if self.long_form and len(audio) > whisper.audio.N_SAMPLES:
@@ -127,13 +119,7 @@ class OfflineWhisper:
         mel = self.mel(audio)
         model = self.model
         if mel.shape[-1] != whisper.audio.N_FRAMES:  # a real-length front end (hush word): variable-length encoder
-            from streaming.hush.frontend import variable_length_view
-
             model = self._view = getattr(self, "_view", None) or variable_length_view(self.model)
         with torch.no_grad():
             result = whisper.decode(model, mel, self.options)
         return result.text.strip()
-
-    @property
-    def audio_seconds(self) -> float:
-        return sum(len(p) for p in self._pieces) / SAMPLE_RATE

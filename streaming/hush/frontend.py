@@ -10,16 +10,20 @@ The encoder runs on the real length: positional embedding sliced, bidirectional 
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
 import numpy as np
+import soundfile as sf
 import torch
 from torch import Tensor
+from whisper.audio import HOP_LENGTH, N_FFT, mel_filters
+
+from streaming.encoder import CausalEncoder
 
 SAMPLE_RATE = 16_000
 FRAME_SAMPLES = 320  # one encoder frame (2 mel hops of 160 samples)
-DEFAULT_SAMPLES = 8000  # 0.5 s
 
 
 class HushWordError(ValueError):
@@ -47,8 +51,6 @@ def _log_mel(x: Tensor, n_mels: int) -> Tensor:
     """``whisper.log_mel_spectrogram(x, n_mels)``, step for step, with a filter bank that autograd may use:
     whisper caches its bank (lru_cache), and a bank first built under ``torch.inference_mode`` (any streaming
     call in the same process) is an inference tensor that cannot be saved for backward."""
-    from whisper.audio import HOP_LENGTH, N_FFT, mel_filters
-
     filters = mel_filters(x.device, n_mels)
     if filters.is_inference():
         filters = filters.clone()
@@ -62,8 +64,6 @@ def _log_mel(x: Tensor, n_mels: int) -> Tensor:
 
 def encode(model, mel: Tensor) -> Tensor:
     """Whisper's encoder on a real-length mel [B, n_mels, T] → [B, T/2, d]."""
-    from streaming.encoder import CausalEncoder
-
     return CausalEncoder(model.encoder, 20, 20, exact=False)(mel, mask=None)
 
 
@@ -72,10 +72,6 @@ def variable_length_view(model):
 
     Shares every weight; ``whisper.decode`` then runs unchanged (its own check for pre-encoded features compares
     against (1500, d), so a real-length mel goes through this encoder)."""
-    import copy
-
-    from streaming.encoder import CausalEncoder
-
     class _Encoder(torch.nn.Module):
         def __init__(self, encoder) -> None:
             super().__init__()
@@ -92,8 +88,6 @@ def variable_length_view(model):
 
 def save_hush_word(hush: np.ndarray, directory: str | Path, meta: dict) -> Path:
     """hush_word.npy (float32) + hush_word.wav (32-bit float, lossless) + hush_word.json."""
-    import soundfile as sf
-
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     hush = np.asarray(hush, dtype=np.float32)
@@ -105,8 +99,6 @@ def save_hush_word(hush: np.ndarray, directory: str | Path, meta: dict) -> Path:
 
 def load_hush_word(path: str | Path, samples: int | None = None, bound: float | None = None) -> np.ndarray:
     """Read a hush word (.npy, .wav, or a directory holding hush_word.npy) and validate it."""
-    import soundfile as sf
-
     path = Path(path)
     meta = {}
     if path.is_dir():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import whisper
 
 from streaming.hush.frontend import SAMPLE_RATE, hushed_mel, variable_length_view
 
@@ -15,16 +16,12 @@ NOISE_RMS = 0.01  # −40 dBFS white noise, seeded per utterance length
 
 
 def _options():
-    import whisper
-
     return whisper.DecodingOptions(task="transcribe", language="en", temperature=0.0, without_timestamps=True,
                                    fp16=False)
 
 
 def condition_mel(model, audio: np.ndarray, condition: str, hush: np.ndarray | None = None) -> torch.Tensor:
     """The mel [n_mels, T] the encoder sees under ``condition``."""
-    import whisper
-
     speech = torch.from_numpy(np.asarray(audio, dtype=np.float32))
     n_mels = model.dims.n_mels
     if condition == "pad30":
@@ -55,8 +52,6 @@ def condition_mel(model, audio: np.ndarray, condition: str, hush: np.ndarray | N
 
 def decode(model, mel: torch.Tensor, view=None) -> str:
     """Greedy text of a mel; real-length mels go through the variable-length encoder view."""
-    import whisper
-
     if mel.shape[-1] > whisper.audio.N_FRAMES:
         raise ValueError(f"{mel.shape[-1]} mel frames exceed Whisper's 30 s context")
     target = model if mel.shape[-1] == whisper.audio.N_FRAMES else (view or variable_length_view(model))

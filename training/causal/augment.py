@@ -1,7 +1,7 @@
 """Training-time augmentation of causal fine-tuning: speed, leading silence, room, gain and noise.
 
-The held-out test speech differs from the training clips in ways a model that memorized 60 real utterances and
-espeak-ng voices never saw: other speaking rates, 0–2.5 s of silence around the speech, rooms, levels and noise.
+Real speech differs from the training clips in ways synthetic voices and a few real utterances never show: other
+speaking rates, seconds of silence around the speech, rooms, levels and noise (docs/decisions/augmentation.md).
 Every transform that moves the audio in time moves the word and token end times with it (the sample-point targets
 are derived from them), so an augmented utterance is still exactly supervised:
 
@@ -17,8 +17,12 @@ Deterministic per (seed, step, rank, utterance index): a resumed run draws the s
 from __future__ import annotations
 
 import dataclasses
+import random
 
+import audiomentations as A
 import numpy as np
+import soxr
+from scipy.signal import fftconvolve
 
 from configs.finetune import AugmentSettings
 from data.utterances import TrainUtterance
@@ -26,8 +30,6 @@ from training.causal.data import MAX_SAMPLES, SAMPLE_RATE
 
 
 def _room(audio: np.ndarray, rt60_s: float, rng: np.random.Generator) -> np.ndarray:
-    from scipy.signal import fftconvolve
-
     n = int(rt60_s * SAMPLE_RATE)
     t = np.arange(n) / SAMPLE_RATE
     ir = rng.standard_normal(n) * np.exp(-6.908 * t / rt60_s)  # −60 dB at rt60 (ln 1000 = 6.908)
@@ -39,8 +41,6 @@ def _room(audio: np.ndarray, rt60_s: float, rng: np.random.Generator) -> np.ndar
 
 
 def _seeded(chain, audio: np.ndarray, seed: int) -> np.ndarray:
-    import random
-
     # audiomentations draws from Python's and NumPy's global generators: seed both, then restore them
     py_state, np_state = random.getstate(), np.random.get_state()
     random.seed(seed)
@@ -54,8 +54,6 @@ def _seeded(chain, audio: np.ndarray, seed: int) -> np.ndarray:
 
 
 def _noise_and_gain(audio: np.ndarray, settings: AugmentSettings, seed: int) -> np.ndarray:
-    import audiomentations as A
-
     chain = A.Compose([A.Gain(min_gain_db=settings.gain_db[0], max_gain_db=settings.gain_db[1], p=1.0),
                        A.AddColorNoise(min_snr_db=settings.snr_db[0], max_snr_db=settings.snr_db[1], p=1.0)])
     return _seeded(chain, audio, seed)
@@ -65,8 +63,6 @@ def augment(utt: TrainUtterance, settings: AugmentSettings, margin_ms: int, rng:
     """``utt`` augmented with probability ``settings.p`` (else returned as is); times follow the audio."""
     if settings.p <= 0 or rng.random() >= settings.p:
         return utt
-    import soxr
-
     speed = float(rng.uniform(*settings.speed))
     audio = soxr.resample(utt.audio.astype(np.float32), SAMPLE_RATE, SAMPLE_RATE / speed).astype(np.float32)
     speech_end = utt.speech_end_ms / speed

@@ -1,14 +1,13 @@
 """Joined utterances: training clips spoken one after another as one clip.
 
-The recipe's synthetic clips last 2-7 s (median 3.3 s); the real dev speech runs to 25 s, and the causal adapter
-alone is furthest from offline Whisper there (dev, the recipe's four seeds: 24 % WER on the 8-15 s clips against
-offline's 7.5 %, 3x; 42 % against 29-33 % below 8 s). A block-causal adapter trained on short clips never saw the
+The recipe's synthetic clips last a few seconds; real speech runs to 25 s, where the causal adapter is furthest
+from offline Whisper (docs/decisions/joined-clips.md). A block-causal adapter trained on short clips never saw the
 later encoder positions, nor a decoder context of several sentences. Joining clips reaches both without new speech:
 each clip keeps its audio (with its own leading and trailing silence), the next starts ``gap_ms`` of silence after
 it, and its word and token end times move by its offset, so the joined clip is exactly supervised.
 
-Deterministic per (seed, step, rank): a resumed run draws the same joins. Off (``p`` = 0) it draws nothing, so a
-run without it is the run before it existed.
+Deterministic per (seed, step, rank): a resumed run draws the same joins. Off (``p`` = 0) it draws nothing and
+leaves the run's other draws unchanged.
 """
 
 from __future__ import annotations

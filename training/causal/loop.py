@@ -12,6 +12,7 @@ streaming validation.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -21,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import ray.train
 import torch
+from ray.train.torch import get_device, prepare_model
 
 from configs.finetune import FinetuneConfig
 from training.causal.augment import augment
@@ -83,7 +86,7 @@ def step_batch(cfg: FinetuneConfig, utterances: list[TrainUtterance], mels: MelC
     chunk_ms = chunk_for_step(cfg, step)
     originals = [utterances[i] for i in batch_ids]
     joined = originals
-    if cfg.join.p > 0:  # its own generator: a run without joins draws what it drew before they existed
+    if cfg.join.p > 0:  # its own generator: joins leave the other draws of a step unchanged
         join_rng = np.random.default_rng([cfg.seed, step, rank, 3])
         joined = [join(u, utterances, cfg.join, join_rng) for u in originals]
     augment_rng = np.random.default_rng([cfg.seed, step, rank, 2])
@@ -132,13 +135,9 @@ def kill_after_commit(cfg: FinetuneConfig, rank: int, step: int, timeout_s: floa
     """The fault drill: SIGKILL this worker once Ray's controller has committed a checkpoint.
 
     A checkpoint counts only when the controller has collected every rank's report of it; a worker killed before
-    that poll takes the uncommitted checkpoint with it and the run rightly restarts from scratch. On a loaded machine
-    that race decided the drill's outcome, so the drill waits (bounded) for the controller's snapshot to name a
-    latest checkpoint: it tests recovery from a committed checkpoint, which is what it claims to test."""
-    import json
-
-    import ray.train
-
+    that takes the uncommitted checkpoint with it. So the drill waits (bounded) for the controller's snapshot to name
+    a latest checkpoint: it tests recovery from a committed checkpoint, whatever the machine's load."""
+    # lazy: a private Ray module, needed by the fault drill alone
     from ray.train.v2._internal.constants import CHECKPOINT_MANAGER_SNAPSHOT_FILENAME
 
     snapshot = Path(cfg.storage_path) / ray.train.get_context().get_experiment_name() / CHECKPOINT_MANAGER_SNAPSHOT_FILENAME
@@ -155,9 +154,6 @@ def kill_after_commit(cfg: FinetuneConfig, rank: int, step: int, timeout_s: floa
 
 
 def train_loop_per_worker(config: dict[str, Any]) -> None:
-    import ray.train
-    from ray.train.torch import get_device, prepare_model
-
     cfg = FinetuneConfig.model_validate(config["finetune"])
     setup = WorkerSetup(config, cfg.model, cfg.threads_per_worker)
     rank, world, meta = setup.rank, setup.world, setup.meta

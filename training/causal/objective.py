@@ -9,11 +9,12 @@ Decoder: one row per sample point, cross-attention keys restricted to the row's 
 key mask, causal self-attention over the row's tokens. Cross-attention keys/values are projected once per
 utterance and gathered per row. Logits are computed only at supervised positions.
 
-Distillation (``configs.finetune.DistillSettings``; the recipe distils, chosen on dev): the teacher is the same
-base weights with the adapter switched off (``training.lora.adapters_off``), its encoder at full attention over
-each utterance's own frames (no batch padding), its decoder on the same token rows attending to every frame. At the
+Distillation (``configs.finetune.DistillSettings``, docs/decisions/distillation.md): the teacher is the same base
+weights with the adapter switched off (``training.lora.adapters_off``), its encoder at full attention over each
+utterance's own frames (no batch padding), its decoder on the same token rows attending to every frame. At the
 positions whose target is a word token, ``loss = (1 - w) CE + w T² KL(teacher_T || student_T)``. The "wait" EOT
 positions are left to the cross-entropy alone: the teacher hears the next word there and would teach the student to
+guess it.
 
 Wrapped as an ``nn.Module`` whose ``forward`` returns the loss, so DDP (``ray.train.torch.prepare_model``) sees one
 forward per step and all-reduces the LoRA gradients once.

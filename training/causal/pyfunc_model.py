@@ -15,12 +15,15 @@ import mlflow
 import pandas as pd
 from mlflow.pyfunc import PythonModel
 
+from data.audio import load_audio
+from data.weights import checkpoint_sha256, load_model
+from streaming.engine import CausalStreamingEngine
+from streaming.events import run_stream
+from training.lora import load_adapter, read_adapter_meta
+
 
 class CausalStreamingModel(PythonModel):
     def load_context(self, context) -> None:
-        from training.lora import load_adapter, read_adapter_meta
-        from data.weights import checkpoint_sha256, load_model
-
         adapter = context.artifacts["adapter"]
         self.meta = read_adapter_meta(adapter)
         base = self.meta["base_model"]
@@ -35,15 +38,10 @@ class CausalStreamingModel(PythonModel):
 
     def engine(self, chunk_ms: int | None = None):
         """A new streaming engine on this model (one per stream: the weights are shared, the state is not)."""
-        from streaming.engine import CausalStreamingEngine
-
         chunk_ms = int(chunk_ms or self.meta["chunk_ms"])
         return CausalStreamingEngine(self.model, chunk_ms=chunk_ms, tau0_ms=max(int(self.meta["tau0_ms"]), chunk_ms))
 
     def predict(self, context, model_input: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
-        from data.audio import load_audio
-        from streaming.events import run_stream
-
         chunk_ms = int((params or {}).get("chunk_ms") or self.meta["chunk_ms"])
         engine = self.engine(chunk_ms)
         if "audio_path" not in model_input:

@@ -19,17 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from configs.finetune import FinetuneConfig
-from data.utterances import check_tokenizer, dataset_ref
 from data.leakage import check_held_out
+from data.tracking import (audio_signature, client, default_tracking_uri, experiment_id, flatten, git_commit,
+                           log_pyfunc_model, open_run)
+from data.utterances import check_tokenizer, dataset_ref
+from data.weights import checkpoint_sha256
+from training.causal.loop import train_loop_per_worker
+from training.lora import read_adapter_meta
 from training.progress import Progress
-from training.raytrain import TrainingFailed, ensure_ray, fit
+from training.raytrain import ensure_ray, fit
 from training.raytrain import run_key as dataset_run_key
-from data.tracking import audio_signature, default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
 
 log = logging.getLogger("whisperline.finetune")
-
-
-FinetuneError = TrainingFailed  # the name callers of this module know
 
 
 def run_key(cfg: FinetuneConfig) -> str:
@@ -41,8 +42,6 @@ def run_name(cfg: FinetuneConfig) -> str:
 
 
 def run_meta(cfg: FinetuneConfig) -> dict[str, Any]:
-    from data.weights import checkpoint_sha256
-
     return {
         "base_model": cfg.model,
         "base_sha256": checkpoint_sha256(cfg.model),
@@ -60,9 +59,6 @@ def run_meta(cfg: FinetuneConfig) -> dict[str, Any]:
 def run_finetune(cfg: FinetuneConfig, say: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Train, track and register one configuration; returns a summary (metrics, paths, MLflow ids). ``say`` gets a
     progress line at least every 30 s while it trains."""
-    from training.causal.loop import train_loop_per_worker
-    from data.tracking import client
-
     cfg = cfg.resolved_paths()
     held_in = check_held_out(cfg.datasets, cfg.splits, cfg.validation_datasets, cfg.validation_splits,
                              allow=cfg.allow_held_in_validation)
@@ -103,7 +99,7 @@ def run_finetune(cfg: FinetuneConfig, say: Callable[[str], None] | None = None) 
 def log_streaming_model(tracking_uri: str, run_id: str, adapter_dir: Path, cfg: FinetuneConfig
                         ) -> tuple[str, str | None]:
     """Log the pyfunc ("models from code") streaming model with the adapter as its artifact; register it."""
-    from training.causal import pyfunc_model
+    from training.causal import pyfunc_model  # lazy: importing a models-from-code file runs its set_model
 
     return log_pyfunc_model(tracking_uri, run_id, pyfunc_model.__file__, {"adapter": str(adapter_dir)},
                             cfg.registered_name if cfg.register_model else None, name="streaming_model",
@@ -115,10 +111,6 @@ def register_adapter(tracking_uri: str, adapter_dir: str | Path, experiment: str
                      tags: dict[str, str] | None = None) -> tuple[str, str]:
     """An adapter directory (trained earlier, elsewhere, or built for a test) logged and registered the way a
     fine-tuning run registers its own, in a new FINISHED run; returns (registered name, version)."""
-    from training.lora import read_adapter_meta
-    from data.tracking import client, experiment_id
-    from data.weights import checkpoint_sha256
-
     meta = read_adapter_meta(adapter_dir)
     # only what names and registers the model (the training fields are the adapter's own business)
     cfg = FinetuneConfig.model_construct(model=meta["base_model"], chunk_ms=int(meta["chunk_ms"]),

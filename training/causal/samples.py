@@ -10,8 +10,8 @@ Valid boundaries of an utterance are the whole blocks after τ0 up to the speech
 
 Labels: the decoder input is ``prefix + tokens[:n]`` (prefix = SOT sequence + <|notimestamps|>, exactly what the
 streaming decoder feeds); the prefix positions before the last one are not supervised (the engine forces them), the
-last prefix position predicts the first token, …, the last input position predicts EOT. This avoids the public
-code's edge case (argmin over an all-True row put EOT at position 0 once every token had ended).
+last prefix position predicts the first token, …, the last input position predicts EOT, also once every token
+has ended (where the public code's argmin over an all-True row puts EOT at position 0).
 """
 
 from __future__ import annotations

@@ -12,11 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from configs.emma import EmmaConfig
+from data import fs
 from data.store import file_sha256
+from data.utterances import dataset_ref
+from data.weights import checkpoint_sha256
+from training.causal.evaluate import load_tuned
 from training.emma.p_choose import EmmaPolicy
+from training.lora import read_adapter_meta
 
 WEIGHTS, META = "policy.safetensors", "policy.json"
 VALUE_PREFIX = "decoder_value."
@@ -33,8 +39,6 @@ def value_parameters(model: nn.Module) -> dict[str, nn.Parameter]:
 
 def save_policy(directory: str | Path, policy: EmmaPolicy, model: nn.Module, cfg: EmmaConfig,
                 meta: dict[str, Any]) -> Path:
-    from safetensors.torch import save_file
-
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu().contiguous() for k, v in policy.state_dict().items()}
@@ -52,14 +56,9 @@ def save_policy(directory: str | Path, policy: EmmaPolicy, model: nn.Module, cfg
 def training_provenance(cfg: EmmaConfig) -> dict[str, Any]:
     """What the policy trained on (dataset versions + splits) and, on a causal LoRA adapter, what that adapter
     trained on: the policy was shaped by both. Read by the evaluation's leakage guard (``data.provenance``)."""
-    from data import fs
-    from data.utterances import dataset_ref
-
     out: dict[str, Any] = {"datasets": [dataset_ref(fs.absolute(d)) for d in cfg.datasets],
                            "train_splits": list(cfg.splits)}
     if cfg.encoder == "causal_lora" and cfg.adapter_dir:
-        from training.lora import read_adapter_meta
-
         adapter = read_adapter_meta(cfg.adapter_dir)
         out["adapter_provenance"] = {k: adapter[k] for k in ("datasets", "train_splits") if k in adapter}
     return out
@@ -76,11 +75,6 @@ def load_policy(directory: str | Path, adapter_dir: str | None = None) -> tuple[
     """(base model [+ adapter] with the policy's value projections, the policy, its metadata), in eval mode.
 
     ``adapter_dir`` overrides the recorded adapter path (e.g. a copy in MLflow); its sha256 must match."""
-    from safetensors.torch import load_file
-
-    from training.causal.evaluate import load_tuned
-    from data.weights import checkpoint_sha256
-
     meta = read_policy_meta(directory)
     cfg = EmmaConfig.model_validate(meta["config"])
     if meta.get("base_sha256") and meta["base_sha256"] != checkpoint_sha256(cfg.model):

@@ -4,12 +4,12 @@ From the parent run's child runs: a WER–AL scatter with the Pareto front (lowe
 parallel-coordinates plot of the swept parameters and the scores, and the trial table as markdown, HTML and JSON,
 all logged to the parent run under ``dashboard/``.
 
-The WER gate (../shared/DESIGN.md, "Latency clock"): only trials whose WER ≤ reference WER + cap (default 5
-points) may be on the Pareto front or be promoted (``registry.pick_best``). A lag number says when words come out,
-not which: a trial that hallucinates (116 % WER) emits many words early and gets a small or negative AL, which
-used to put it on the front. The reference is the offline WER when the sweep recorded one (the ``offline_wer``
-metric of the parent run, logged by ``log_dashboard`` from a reference labelled "offline…"); otherwise the best
-WER among the trials, a weaker relative gate (see ``evaluation.metrics.gate.reference_wer``).
+The WER gate (../shared/DESIGN.md, "Latency clock"): only trials whose WER ≤ reference WER + cap (default 5 points)
+may be on the Pareto front or be promoted (``registry.pick_best``). A lag number says when words come out, not which:
+a trial that hallucinates emits many words early and gets a small or negative AL. The reference is the offline WER
+when the sweep recorded one (the ``offline_wer`` metric of the parent run, logged by ``log_dashboard`` from a
+reference labelled "offline…"); otherwise the best WER among the trials, a weaker relative gate (see
+``evaluation.metrics.gate.reference_wer``).
 
 Negative AL is *flagged* (``al_negative``) and such a trial is kept off the front and out of promotion, not
 clamped: AL < 0 means the words came out ahead of AL's oracle that emits the reference at a uniform rate, which a
@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from data.tracking import client
 from evaluation.metrics.gate import WER_CAP_POINTS, pareto_front, reference_wer, within_wer_cap
 
 OFFLINE_WER_METRIC = "offline_wer"  # parent-run metric: the offline WER on the sweep's evaluation set
@@ -41,8 +42,6 @@ def trial_rows(tracking_uri: str, parent_run_id: str, offline_wer: float | None 
     gated and marked (``within_wer_cap``, ``al_negative``, ``eligible``, ``pareto``; see ``mark_pareto``).
     Unfinished or partly logged trials never reach the dashboard or the promotion rule. ``offline_wer``
     defaults to the parent run's ``offline_wer`` metric, if any."""
-    from data.tracking import client
-
     c = client(tracking_uri)
     parent = c.get_run(parent_run_id)
     if offline_wer is None:
@@ -99,7 +98,7 @@ def offline_reference_wer(references: dict[str, tuple[float, float]] | None) -> 
 
 def _scatter(rows: Sequence[dict], path: Path, references: dict[str, tuple[float, float]],
              gate_wer: float | None = None) -> None:
-    import matplotlib
+    import matplotlib  # lazy: only the written dashboard plots; the headless backend goes before pyplot
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -131,7 +130,7 @@ def _scatter(rows: Sequence[dict], path: Path, references: dict[str, tuple[float
 
 
 def _parallel(rows: Sequence[dict], path: Path) -> None:
-    import matplotlib
+    import matplotlib  # lazy: as in _scatter
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -196,8 +195,6 @@ def log_dashboard(tracking_uri: str, parent_run_id: str, references: dict[str, t
 
     An offline reference among ``references`` is also logged as the parent's ``offline_wer`` metric, so that the
     promotion rule (which reads the rows back from MLflow) gates on the same offline WER."""
-    from data.tracking import client
-
     c = client(tracking_uri)
     offline = offline_reference_wer(references)
     if offline is not None:

@@ -12,12 +12,16 @@ import mlflow
 import pandas as pd
 from mlflow.pyfunc import PythonModel
 
+from configs.emma import EmmaConfig
+from data.audio import load_audio
+from streaming.engine import CausalStreamingEngine
+from streaming.events import run_stream
+from training.emma.artifact import load_policy
+from training.emma.decoding import emma_decoder
+
 
 class EmmaStreamingModel(PythonModel):
     def load_context(self, context) -> None:
-        from configs.emma import EmmaConfig
-        from training.emma.artifact import load_policy
-
         self.model, self.policy, meta = load_policy(context.artifacts["policy"], context.artifacts.get("adapter"))
         self.cfg = EmmaConfig.model_validate(meta["config"])
         self.defaults = {"t_emma": self.cfg.t_emma, "max_stall": self.cfg.max_stall, **(context.model_config or {})}
@@ -28,9 +32,6 @@ class EmmaStreamingModel(PythonModel):
 
     def engine(self, chunk_ms: int | None = None, **params):
         """A new streaming engine with the policy's read/write decisions (``params``: ``t_emma``, ``max_stall``)."""
-        from training.emma.decoding import emma_decoder
-        from streaming.engine import CausalStreamingEngine
-
         if chunk_ms not in (None, self.cfg.chunk_ms):
             raise ValueError(f"this policy is trained at {self.cfg.chunk_ms} ms chunks, not {chunk_ms}")
         chosen = {**self.defaults, **{k: v for k, v in params.items() if v}}
@@ -39,9 +40,6 @@ class EmmaStreamingModel(PythonModel):
                                                           int(chosen["max_stall"]), self.cfg.decision))
 
     def predict(self, context, model_input: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
-        from data.audio import load_audio
-        from streaming.events import run_stream
-
         if "audio_path" not in model_input:
             raise ValueError(f"expected a DataFrame with an 'audio_path' column, got columns {list(model_input)}")
         chosen = {**self.defaults, **{k: v for k, v in (params or {}).items() if v}}

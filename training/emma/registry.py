@@ -2,12 +2,15 @@
 
 Rule: the lowest WER among the finished trials that pass the WER gate (WER ≤ reference WER + cap, default 5 points;
 the reference is the sweep's offline WER, the parent run's ``offline_wer`` metric, else the best trial's WER) and
-whose AL is not negative and within ``al_budget_ms`` (ties: lower AL). Without the gate a hallucinating trial —
-many words, emitted early, AL < 0 — is the only one "within" a tight budget and wins it. The winner is
+whose AL is not negative and within ``al_budget_ms`` (ties: lower AL). The gate comes first because a
+hallucinating trial (many words, emitted early, AL < 0) would otherwise win any tight budget. The winner is
 logged as a pyfunc model in its trial run, registered, and gets the alias ``challenger``. ``champion`` moves to it
 only if it beats the current champion's WER on the same held-in evaluation (the ``eval_set`` tag: the evaluation
 data's version ids, splits and limit); otherwise the gate refuses and says why. Every promotion writes tags on the
 model version: metrics, dataset versions, evaluation set, rule, sweep run, who and when.
+
+mlflow, the policy reader (torch) and the models-from-code file (its import runs ``set_model``) are imported where
+they are used, so that the rule and a refused promotion stay light.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from training.emma.dashboard import OFFLINE_WER_METRIC, trial_rows
+from configs.emma import EmmaConfig
+from data.tracking import client, log_pyfunc_model
 from evaluation.metrics.gate import WER_CAP_POINTS, reference_wer, within_wer_cap
+from training.emma.dashboard import OFFLINE_WER_METRIC, trial_rows
 
 CHALLENGER, CHAMPION = "challenger", "champion"
 
@@ -67,10 +72,8 @@ def _signature():
 
 def register_trial(tracking_uri: str, run_id: str, registered_name: str) -> str:
     """Log the trial's policy as a pyfunc streaming model in its run and register it; returns the version."""
-    from configs.emma import EmmaConfig
-    from training.emma import pyfunc_model
-    from training.emma.artifact import read_policy_meta
-    from data.tracking import client, log_pyfunc_model
+    from training.emma import pyfunc_model  # lazy: its import runs set_model
+    from training.emma.artifact import read_policy_meta  # lazy: torch, see the module docstring
 
     run = client(tracking_uri).get_run(run_id)
     policy_dir = run.data.tags["policy_dir"]
@@ -90,8 +93,6 @@ def promote(tracking_uri: str, parent_run_id: str, registered_name: str, al_budg
             user: str | None = None, wer_cap: float = WER_CAP_POINTS) -> dict[str, Any]:
     """Register the rule's winner as ``challenger``; move ``champion`` only if it is better. Returns the decision."""
     from mlflow.exceptions import MlflowException
-
-    from data.tracking import client
 
     c = client(tracking_uri)
     parent = c.get_run(parent_run_id)

@@ -10,17 +10,24 @@
 - MLflow: one parent run per sweep; ``MlflowTrialRuns`` (a Tune callback, in the driver: one writer to the
   tracking store) makes every trial a child run with its parameters, its training curve and its streaming scores,
   and attaches the policy to the child run that trained it.
+
+Ray, torch, mlflow and the policy trainer (torch) are imported inside the trial, the callback and the sweep driver:
+this module only declares them, and the trials run in Ray's worker processes.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from configs.emma import EmmaConfig, SweepConfig
-from training.raytrain import run_key
+from data.tracking import client, experiment_id
+from training.raytrain import ensure_ray, run_key, storage_uri
 
 TRIAL_PARAMS = ("t_emma", "max_stall", "decision", "lambda_latency", "lambda_variance", "chunk_ms", "variant", "encoder",
                 "latency_loss", "lambda_alignment", "max_steps", "beta_weight_max")
@@ -33,7 +40,6 @@ def training_key(cfg: EmmaConfig) -> str:
 def emma_trial(config: dict[str, Any]) -> None:
     """Ray Tune function trainable: train-or-load the policy, evaluate it at the trial's threshold."""
     import torch
-    from filelock import FileLock
     from ray import tune
 
     from training.emma.artifact import META, load_policy, read_policy_meta
@@ -67,8 +73,6 @@ def _callback_class():
         """Every Tune trial as an MLflow child run of the sweep's parent run (logged from the driver)."""
 
         def __init__(self, tracking_uri: str, experiment_id: str, parent_run_id: str, tags: dict[str, str]) -> None:
-            from data.tracking import client
-
             self.client, self.experiment_id = client(tracking_uri), experiment_id
             self.parent, self.tags = parent_run_id, tags
             self.runs: dict[str, str] = {}
@@ -84,8 +88,6 @@ def _callback_class():
             self.client.log_batch(run.info.run_id, params=[Param(k, str(cfg[k])) for k in TRIAL_PARAMS])
 
         def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
-            import time
-
             from mlflow.entities import Metric
 
             run_id = self.runs[trial.trial_id]
@@ -117,8 +119,6 @@ def run_sweep(sweep: SweepConfig, tracking_uri: str, parent_run_id: str, name: s
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
-    from training.raytrain import ensure_ray, storage_uri
-    from data.tracking import client, experiment_id
     from data.weights import checkpoint_sha256
 
     ensure_ray(0, 1, sweep.base.ray_address, num_cpus=os.cpu_count() or 2)

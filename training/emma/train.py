@@ -16,18 +16,21 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from whisper.tokenizer import get_tokenizer
 
 from configs.emma import EmmaConfig
-from evaluation.sets import eval_utterance
-from data.utterances import TrainUtterance, read_all
+from data.utterances import TrainUtterance, check_tokenizer, read_all
+from evaluation.sets import Utterance, eval_utterance
+from evaluation.streamed import evaluate_records, stream_all
+from streaming.encoder import CausalEncoder
+from streaming.engine import CausalStreamingEngine
 from training.causal.data import padded_mel, rank_batches
+from training.causal.evaluate import load_tuned
 from training.causal.loop import lr_lambda
 from training.emma.artifact import save_policy, value_parameters
+from training.emma.decoding import emma_decoder
 from training.emma.objective import EmmaLoss, make_batch
 from training.emma.p_choose import EmmaPolicy
-from streaming.encoder import CausalEncoder
-from evaluation.sets import Utterance
-from evaluation.streamed import evaluate_records, stream_all
 
 EVAL_KEYS = ("wer", "rwer", "arwer", "al_ms", "laal_ms", "dal_ms", "al_ca_ms", "rtf", "word_latency_ms_median")
 
@@ -49,8 +52,6 @@ class FrameCache:
 
 
 def base_model(cfg: EmmaConfig):
-    from training.causal.evaluate import load_tuned
-
     model = load_tuned(cfg.model, cfg.adapter_dir if cfg.encoder == "causal_lora" else None)
     for p in model.parameters():
         p.requires_grad_(False)
@@ -65,10 +66,6 @@ def ramp(cfg: EmmaConfig, step: int) -> float:
 def train_policy(cfg: EmmaConfig, out_dir: str | Path, report: Callable[[dict[str, float]], None] | None = None,
                  meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train, save to ``out_dir``; returns the final metrics and the policy directory."""
-    from whisper.tokenizer import get_tokenizer
-
-    from data.utterances import check_tokenizer
-
     check_tokenizer(cfg.model, [*cfg.datasets, *cfg.validation_datasets])
     torch.manual_seed(cfg.seed)
     model = base_model(cfg)
@@ -118,10 +115,6 @@ def train_policy(cfg: EmmaConfig, out_dir: str | Path, report: Callable[[dict[st
 def evaluate_policy(model, policy: EmmaPolicy, utterances: Sequence[Utterance], chunk_ms: int, tau0_ms: int,
                     t_emma: float, max_stall: int, decision: str = "min") -> dict[str, float]:
     """Stream every utterance through the causal engine under the policy and score it like every other system."""
-    from streaming.engine import CausalStreamingEngine
-
-    from training.emma.decoding import emma_decoder
-
     engine = CausalStreamingEngine(model.eval(), chunk_ms=chunk_ms, tau0_ms=tau0_ms,
                                    decoder=emma_decoder(policy.eval(), t_emma, max_stall, decision))
     scores = evaluate_records(stream_all(engine, utterances, chunk_ms), utterances)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import ray.train
 import torch
 
 from configs.hush_word import HushWordConfig
@@ -52,8 +53,6 @@ def _all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
 
 
 def train_loop_per_worker(config: dict[str, Any]) -> None:
-    import ray.train
-
     cfg = HushWordConfig.model_validate(config["hush"])
     setup = WorkerSetup(config, cfg.model, cfg.threads_per_worker)
     rank, world, meta, tokenizer = setup.rank, setup.world, setup.meta, setup.tokenizer

@@ -6,20 +6,21 @@ in the hush word's metadata are resolved locally and must match the recorded sha
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import mlflow
 import pandas as pd
 from mlflow.pyfunc import PythonModel
 
+from data.audio import load_audio
+from data.weights import checkpoint_sha256, load_model
+from streaming.hush.frontend import load_hush_word
+from streaming.hush.transcribe import HushWordTranscriber
+
 
 class HushWordModel(PythonModel):
     def load_context(self, context) -> None:
-        import json
-        from pathlib import Path
-
-        from streaming.hush.frontend import load_hush_word
-        from streaming.hush.transcribe import HushWordTranscriber
-        from data.weights import checkpoint_sha256, load_model
-
         folder = Path(context.artifacts["hush_word"])
         meta = json.loads((folder / "hush_word.json").read_text())
         if checkpoint_sha256(meta["base_model"]) != meta["base_sha256"]:
@@ -27,8 +28,6 @@ class HushWordModel(PythonModel):
         self.transcriber = HushWordTranscriber(load_model(meta["base_model"]).eval(), load_hush_word(folder))
 
     def predict(self, context, model_input: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
-        from data.audio import load_audio
-
         if "audio_path" not in model_input:
             raise ValueError(f"expected a DataFrame with an 'audio_path' column, got columns {list(model_input)}")
         rows = [{"audio_path": str(p), "text": self.transcriber(load_audio(str(p)).samples)}

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from configs.hush_word import HushWordConfig
-from data.utterances import check_tokenizer, dataset_ref
 from data.leakage import check_held_out
+from data.tracking import client, default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
+from data.utterances import check_tokenizer, dataset_ref
+from data.weights import checkpoint_sha256
+from training.hush_word.loop import train_loop_per_worker
 from training.progress import Progress
 from training.raytrain import ensure_ray, fit, run_key
-from data.tracking import client, default_tracking_uri, flatten, git_commit, log_pyfunc_model, open_run
 
 
 def run_name(cfg: HushWordConfig) -> str:
@@ -23,8 +25,6 @@ def run_name(cfg: HushWordConfig) -> str:
 def run_meta(cfg: HushWordConfig) -> dict[str, Any]:
     """What hush_word.json records: base weights, config, and the training data (dataset versions + splits: the
     provenance the evaluation's leakage guard reads)."""
-    from data.weights import checkpoint_sha256
-
     return {"base_model": cfg.model, "base_sha256": checkpoint_sha256(cfg.model), "config_hash": cfg.config_hash(),
             "run_key": run_key(cfg.config_hash(), cfg.datasets, cfg.validation_datasets),
             "datasets": [dataset_ref(d) for d in cfg.datasets], "train_splits": list(cfg.splits),
@@ -33,8 +33,7 @@ def run_meta(cfg: HushWordConfig) -> dict[str, Any]:
 
 def train_hush_word(cfg: HushWordConfig, say: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Train, track and register a hush word; ``say`` gets a progress line (epochs) at least every 30 s."""
-    from training.hush_word import pyfunc_model
-    from training.hush_word.loop import train_loop_per_worker
+    from training.hush_word import pyfunc_model  # lazy: importing a models-from-code file runs its set_model
 
     cfg = cfg.resolved_paths()
     held_in = check_held_out(cfg.datasets, cfg.splits, cfg.validation_datasets or cfg.datasets,

@@ -7,19 +7,22 @@ encoder and cached text decoder call those modules directly, so the adapters tak
 On disk an adapter is peft's own format (``adapter_config.json`` + ``adapter_model.safetensors``) plus
 ``whisperline_adapter.json``, which names the base weights (model name + sha256 of the converted checkpoint) and
 the streaming configuration; base weights are never copied into an adapter.
+
+peft is imported inside the functions that use it: it pulls in transformers (seconds), which importing this module
+(to read an adapter's metadata, say) must not cost.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from configs.finetune import LoraSettings
@@ -113,8 +116,6 @@ def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
 
 def save_adapter(model: nn.Module, settings: LoraSettings, directory: str | Path, meta: dict[str, Any]) -> Path:
     """Write the adapter (peft format) and its metadata; returns the directory."""
-    from safetensors.torch import save_file
-
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     lora_config(settings).save_pretrained(str(out))
@@ -139,7 +140,6 @@ def load_adapter(model: nn.Module, directory: str | Path, *, inject: bool = True
     weights (resume). ``base_sha256``: refuse an adapter trained on other base weights.
     """
     from peft import set_peft_model_state_dict
-    from safetensors.torch import load_file
 
     directory = Path(directory)
     meta = read_adapter_meta(directory)
@@ -159,13 +159,6 @@ def load_adapter(model: nn.Module, directory: str | Path, *, inject: bool = True
     if getattr(result, "unexpected_keys", None):
         raise AdapterError(f"peft did not place {result.unexpected_keys[:4]}")
     return meta
-
-
-_LORA_KEY = re.compile(r"\.lora_[AB]\.")
-
-
-def count_lora_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for n, p in model.named_parameters() if _LORA_KEY.search(n + "."))
 
 
 def merge_adapter(model: nn.Module) -> int:

@@ -1,0 +1,32 @@
+"""The release's test rows (``benchmarks.evaluation.release_specs``) are fixed by the served spec and
+``choices.json`` alone: faster-whisper offline, the served spec over the trained adapter and its causal pass alone,
+and each peer policy's
+dev-chosen configuration at the budgets asked for; the reference is LocalAgreement-2 at 1 s."""
+
+from __future__ import annotations
+
+from benchmarks.evaluation import release_specs
+from evaluation.headline import CAUSAL_ROW, OFFLINE, SERVED_ROW
+from recognizer.spec import load
+
+STATE = {"artifacts": {"adapter": {"adapter_dir": "/a/300ms"}}}
+CHOICES = {"peers": {f"{k}@{c}": {"kind": k, "chunk_ms": c, "vac": c == 500, "name": f"{k} {c}"}
+                     for k in ("whisperlivekit-la", "whisperlivekit-simul") for c in (300, 500, 1000)}}
+
+
+def test_the_release_scores_the_served_spec_the_offline_reference_and_the_chosen_peers():
+    specs, reference = release_specs(STATE, CHOICES, budgets=(300, 1000))
+    assert reference == "whisperlivekit-la 1000"
+    assert [s.name for s in specs] == [OFFLINE, SERVED_ROW, CAUSAL_ROW, "whisperlivekit-la 300", "whisperlivekit-la 1000",
+                                       "whisperlivekit-simul 300", "whisperlivekit-simul 1000"]
+    served = specs[1]
+    assert served.weights.adapter_dir == "/a/300ms"
+    assert served.with_(name="x", weights={"adapter_dir": None}) == load(name="x")  # the served spec, unchanged
+    causal = specs[2]  # the served spec's causal pass: same weights and causal options, no second pass
+    assert causal.kind == "causal" and (causal.weights, causal.causal) == (served.weights, served.causal)
+
+
+def test_a_part_of_peers_alone_needs_no_trained_adapter():
+    specs, reference = release_specs({}, CHOICES, budgets=(500,), ours_rows=False, policies=("whisperlivekit-la",))
+    assert [(s.name, s.peer.vac) for s in specs] == [("whisperlivekit-la 500", True)]
+    assert reference == "whisperlivekit-la 1000"  # named even where this part does not score it
