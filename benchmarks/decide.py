@@ -23,12 +23,24 @@ streams of 20-120 s, fed in fixed pieces. Test is never read. ``adopt``: an arm 
 interval of its ``better`` metric minus the reference's lies wholly below 0 on the ``set`` named and, on every set,
 its WER difference is not separably above 0 (``wer_margin`` given: its upper end is at most that fraction); of the
 qualifying arms, the one with the lowest ``better`` there; none: the reference stays.
+
+A recipe decision trains its arms: an arm's ``train`` (the datasets by their names in the release's
+``state.json``, and finetune overrides over the ``profile``'s ``finetune:`` section) trains that arm's adapter once
+per seed of ``seeds``, and the rule must hold at every seed::
+
+    seeds: [1, 2]
+    arms:
+      synthetic: {kind: causal, train: {datasets: [synth, kokoro_train]}}
+      real + synthetic: {kind: causal, train: {datasets: [synth, kokoro_train, l2]}}
+      real 1/4 + synthetic: {kind: causal, train: {datasets: [synth, kokoro_train, l2],
+                                                   dataset_fractions: {speechocean762: 0.25}}}
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +49,7 @@ from typing import Any
 import yaml
 
 from benchmarks.longform import dev_streams
+from configs.finetune import load_finetune_config
 from data.tracking import client, default_tracking_uri, experiment_id
 from evaluation.intervals import compare
 from evaluation.sets import describe, load_split
@@ -65,16 +78,28 @@ class Decision:
     arms: dict[str, dict[str, Any]]
     sets: tuple[str, ...] = ("real",)
     adopt: Adopt = field(default_factory=Adopt)
+    seeds: tuple[int, ...] = ()  # a recipe decision: each arm's adapter trained once per seed
+    profile: str = "configs/smoke.yaml"  # whose finetune section the arms' ``train`` overrides
+
+    @property
+    def trains(self) -> bool:
+        return any("train" in o for o in self.arms.values())
+
+
+def spec_overrides(arm: dict[str, Any]) -> dict[str, Any]:
+    """An arm's overrides of the served spec (its ``train`` apart)."""
+    return {k: v for k, v in arm.items() if k != "train"}
 
 
 def load_decision(path: str | Path) -> Decision:
     """The decision file, checked before anything runs: a reference among the arms, known sets and metric, and
     arms that are valid overrides of the served spec."""
     values = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    unknown = set(values) - {"name", "question", "rule", "reference", "arms", "sets", "adopt"}
+    unknown = set(values) - {"name", "question", "rule", "reference", "arms", "sets", "adopt", "seeds", "profile"}
     if unknown:
         raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
-    d = Decision(**{**values, "sets": tuple(values.get("sets", ("real",))), "adopt": Adopt(**values.get("adopt", {}))})
+    d = Decision(**{**values, "sets": tuple(values.get("sets", ("real",))), "adopt": Adopt(**values.get("adopt", {})),
+                    "seeds": tuple(values.get("seeds", ()))})
     if d.reference not in d.arms:
         raise ValueError(f"{path}: the reference {d.reference!r} is not among the arms {sorted(d.arms)}")
     if len(d.arms) < 2 or not set(d.sets) <= set(SETS) or d.adopt.set not in d.sets:
@@ -82,7 +107,12 @@ def load_decision(path: str | Path) -> Decision:
     if d.adopt.better not in METRICS:
         raise ValueError(f"{path}: adopt.better must be one of {METRICS}, got {d.adopt.better!r}")
     for arm, overrides in d.arms.items():
-        load(**overrides)  # a field the spec does not have fails here, naming it
+        load(**spec_overrides(overrides))  # a field the spec does not have fails here, naming it
+    if d.trains:
+        if not d.seeds or not all("datasets" in (o.get("train") or {}) for o in d.arms.values()):
+            raise ValueError(f"{path}: a recipe decision needs seeds and a train.datasets list in every arm")
+        for o in d.arms.values():  # a finetune setting that does not exist fails here, naming it
+            load_finetune_config(None, **{**o["train"], "datasets": ("checked",)})
     return d
 
 
@@ -102,7 +132,7 @@ def judge(d: Decision, rows: dict[str, dict[str, dict]]) -> dict[str, Any]:
             better = ci(d.adopt.set, arm, d.adopt.better)
             wer_ok = all((c[1] <= d.adopt.wer_margin) if d.adopt.wer_margin is not None else c[0] <= 0
                          for c in wer.values())
-            out |= {"wer_vs_reference_ci95": wer, f"{d.adopt.better}_vs_reference_ci95": better,
+            out |= {"wer_vs_reference_ci95": wer, "better_vs_reference_ci95": better,
                     "qualifies": wer_ok and better[1] < 0}
         arms[arm] = out
     qualifying = [a for a in d.arms if arms[a].get("qualifies")]
@@ -110,19 +140,54 @@ def judge(d: Decision, rows: dict[str, dict[str, dict]]) -> dict[str, Any]:
     return {"chosen": chosen, "arms": arms}
 
 
-def score(d: Decision, real: str, adapter: str | None) -> dict[str, dict[str, dict]]:
-    """Every arm (the served spec with its overrides, over ``adapter``) on each dev set: {set: {arm: row}}."""
-    specs = [load(**{**o, "name": arm}).with_(weights={"adapter_dir": adapter}) for arm, o in d.arms.items()]
+def judge_seeds(d: Decision, rows: dict[Any, dict[str, dict[str, dict]]]) -> dict[str, Any]:
+    """:func:`judge` at each seed ({seed: {set: {arm: row}}}); ``chosen``: of the arms that qualify at every seed,
+    the one with the lowest mean ``better`` (the reference where none does)."""
+    per = {seed: judge(d, r) for seed, r in rows.items()}
+    every = [a for a in d.arms if a != d.reference and all(v["arms"][a].get("qualifies") for v in per.values())]
+    chosen = min(every, key=lambda a: statistics.mean(v["arms"][a][d.adopt.set][d.adopt.better]
+                                                      for v in per.values())) if every else d.reference
+    return {"chosen": chosen, "seeds": per}
+
+
+def train_arms(d: Decision, datasets: dict[str, str], dev: list[str], seed: int, tracking_uri: str,
+               work: Path) -> dict[str, str]:
+    """Each arm's adapter at ``seed``, trained on its ``train.datasets`` (names → version dirs), validated on the
+    dev sets: {arm: adapter dir}. Run keys hash config, data and code: a finished arm is reused."""
+    from training.causal.run import run_finetune  # lazy: pulls torch and Ray Train
+
+    out = {}
+    for arm, o in d.arms.items():
+        train = dict(o["train"])
+        names = train.pop("datasets")
+        cfg = load_finetune_config(str(REPO / d.profile), **{"validation_limit": 16, **train},
+                                   datasets=tuple(datasets[n] for n in names), validation_datasets=tuple(dev),
+                                   seed=seed, tracking_uri=tracking_uri)
+        cfg = cfg.model_copy(update={"experiment": f"{EXPERIMENT}-training", "output_dir": str(work / "adapters"),
+                                     "storage_path": str(work / "ray")})
+        out[arm] = run_finetune(cfg.for_chunk(load(**spec_overrides(o)).chunk_ms))["adapter_dir"]
+    return out
+
+
+def score(d: Decision, real: list[str], adapters: dict[str, str | None]) -> dict[str, dict[str, dict]]:
+    """Every arm (the served spec with its overrides, over its adapter) on each dev set: {set: {arm: row}}."""
+    specs = [load(**{**spec_overrides(o), "name": arm}).with_(weights={"adapter_dir": adapters[arm]})
+             for arm, o in d.arms.items()]
     rows = {}
     for which in d.sets:
         if which == "streams":
-            units, test_set = dev_streams({"datasets": {"real": real}})
+            units, test_set = dev_streams({"datasets": {"real": real[0]}})
             result = evaluate_systems(specs, units, test_set=test_set, reference=d.reference, live=False)
         else:
-            units = load_split([real], ["dev"])
-            result = evaluate_systems(specs, units, test_set=describe([real], ["dev"], units), reference=d.reference)
+            units = load_split(real, ["dev"])
+            result = evaluate_systems(specs, units, test_set=describe(real, ["dev"], units), reference=d.reference)
         rows[which] = {r["name"]: r for r in result["systems"]}
     return rows
+
+
+def _per_seed(verdict: dict) -> dict[Any, dict]:
+    """{seed: judge output}; a decision without seeds is one, under None."""
+    return verdict.get("seeds") or {None: verdict}
 
 
 def log_arms(d: Decision, verdict: dict, tracking_uri: str, commit: str) -> dict[str, str]:
@@ -130,17 +195,19 @@ def log_arms(d: Decision, verdict: dict, tracking_uri: str, commit: str) -> dict
     c = client(tracking_uri)
     exp = experiment_id(tracking_uri, EXPERIMENT)
     runs = {}
-    for arm, numbers in verdict["arms"].items():
-        run = c.create_run(exp, run_name=f"{d.name}: {arm}", tags={
-            "decision": d.name, "arm": arm, "reference": str(arm == d.reference), "git_commit": commit,
-            "chosen": str(arm == verdict["chosen"]), "rule": d.rule[:5000]})
-        c.log_param(run.info.run_id, "overrides", json.dumps(d.arms[arm], sort_keys=True)[:6000])
-        for which in d.sets:
-            for metric, value in numbers[which].items():
-                if isinstance(value, (int, float)):
-                    c.log_metric(run.info.run_id, f"{which}.{metric}", float(value))
-        c.set_terminated(run.info.run_id, "FINISHED")
-        runs[arm] = run.info.run_id
+    for seed, v in _per_seed(verdict).items():
+        for arm, numbers in v["arms"].items():
+            key = arm if seed is None else f"{arm} (seed {seed})"
+            run = c.create_run(exp, run_name=f"{d.name}: {key}", tags={
+                "decision": d.name, "arm": arm, "seed": str(seed), "reference": str(arm == d.reference),
+                "git_commit": commit, "chosen": str(arm == verdict["chosen"]), "rule": d.rule[:5000]})
+            c.log_param(run.info.run_id, "overrides", json.dumps(d.arms[arm], sort_keys=True)[:6000])
+            for which in d.sets:
+                for metric, value in numbers[which].items():
+                    if isinstance(value, (int, float)):
+                        c.log_metric(run.info.run_id, f"{which}.{metric}", float(value))
+            c.set_terminated(run.info.run_id, "FINISHED")
+            runs[key] = run.info.run_id
     return runs
 
 
@@ -153,16 +220,21 @@ def record(d: Decision, verdict: dict, commit: str) -> str:
     lines = [f"# {d.name}", "", f"**Question.** {d.question}", "", f"**Rule (written before the run).** {d.rule}",
              "", "**Arms** (overrides of `configs/recognizer.yaml`):", ""]
     lines += [f"- {arm}: `{json.dumps(o, sort_keys=True)}`" for arm, o in d.arms.items()]
-    lines += ["", "| arm | set | WER % | WER − reference [95 %] | median / p90 latency ms | RTF |", "|---|---|---|---|---|---|"]
-    for arm, n in verdict["arms"].items():
-        for which in d.sets:
-            ci = n.get("wer_vs_reference_ci95", {}).get(which)
-            lines.append(f"| {arm} | {which} | {pct(n[which]['wer'])} | "
-                         f"{'' if ci is None else f'[{pct(ci[0])}, {pct(ci[1])}]'} | "
-                         f"{n[which]['word_latency_ms_median']} / {n[which]['word_latency_ms_p90']} | {n[which]['rtf']} |")
-    better = {a: n.get(f"{d.adopt.better}_vs_reference_ci95") for a, n in verdict["arms"].items() if a != d.reference}
-    lines += ["", f"{d.adopt.better} − reference on {d.adopt.set} [95 %]: " +
-              ", ".join(f"{a} {ci}" for a, ci in better.items()), "",
+    for seed, v in _per_seed(verdict).items():
+        lines += ["", *([f"Seed {seed}:", ""] if seed is not None else []),
+                  "| arm | set | WER % | WER − reference [95 %] | median / p90 latency ms | RTF |",
+                  "|---|---|---|---|---|---|"]
+        for arm, n in v["arms"].items():
+            for which in d.sets:
+                ci = n.get("wer_vs_reference_ci95", {}).get(which)
+                lines.append(f"| {arm} | {which} | {pct(n[which]['wer'])} | "
+                             f"{'' if ci is None else f'[{pct(ci[0])}, {pct(ci[1])}]'} | "
+                             f"{n[which]['word_latency_ms_median']} / {n[which]['word_latency_ms_p90']} | "
+                             f"{n[which]['rtf']} |")
+        better = {a: n.get("better_vs_reference_ci95") for a, n in v["arms"].items() if a != d.reference}
+        lines += ["", f"{d.adopt.better} − reference on {d.adopt.set} [95 %]: " +
+                  ", ".join(f"{a} {ci}" for a, ci in better.items())]
+    lines += ["",
               f"**Verdict.** {verdict['chosen']}" + (" (the reference stays)" if verdict["chosen"] == d.reference
                                                     else " adopted"), "", f"Commit: {commit}. Per-arm runs: MLflow "
               f"experiment `{EXPERIMENT}`.", ""]
@@ -172,8 +244,11 @@ def record(d: Decision, verdict: dict, commit: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("decision", help="the decision file (YAML)")
-    parser.add_argument("--real", required=True, help="the real-speech dataset version (its `dev` split is used)")
+    parser.add_argument("--real", nargs="+", help="the dev sets' dataset versions (their `dev` splits are used); "
+                        "default: the state's real and l2 versions")
     parser.add_argument("--adapter", help="the causal adapter the arms run on (default: the original weights)")
+    parser.add_argument("--state", default="outputs/bench-evaluation/state.json",
+                        help="the release's state.json: the dataset versions a recipe decision's arms name")
     parser.add_argument("--tracking-uri", default=None)
     parser.add_argument("--out", default=str(REPO / "docs" / "decisions"), help="where the record is written")
     args = parser.parse_args()
@@ -181,8 +256,18 @@ def main() -> None:
     d = load_decision(args.decision)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=REPO).stdout.strip()
-    verdict = judge(d, score(d, args.real, args.adapter))
-    runs = log_arms(d, verdict, args.tracking_uri or default_tracking_uri(), commit)
+    uri = args.tracking_uri or default_tracking_uri()
+    datasets = json.loads(Path(args.state).read_text())["datasets"] if Path(args.state).exists() else {}
+    real = args.real or [datasets[k] for k in ("real", "l2") if k in datasets]
+    if not real:
+        raise SystemExit("no dev set: give --real DIR or a --state that names one")
+    if d.trains:
+        work = REPO / "outputs" / "decisions" / d.name
+        rows = {seed: score(d, real, train_arms(d, datasets, real, seed, uri, work)) for seed in d.seeds}
+        verdict = judge_seeds(d, rows)
+    else:
+        verdict = judge(d, score(d, real, dict.fromkeys(d.arms, args.adapter)))
+    runs = log_arms(d, verdict, uri, commit)
     path = Path(args.out) / f"{d.name}.md"
     path.write_text(record(d, verdict, commit), encoding="utf-8")
     print(json.dumps({"chosen": verdict["chosen"], "record": str(path), "runs": runs}, indent=1))

@@ -48,6 +48,13 @@ REAL_SPLITS = {"train": 0.0, "dev": 0.4, "test": 0.6}
 # speaker, dev held 19 words of the domain and test 479 (42 % of test's words), so no dev choice could see it
 # (data.splits, docs/decisions/dev-test-split.md). The next largest speaker holds 3 %.
 DOMINANT_SPEAKER_SHARE = 0.1
+# L2 English (speechocean762, 230 speakers, read in place): split by speaker, its dev and test speakers an `l2` domain
+# of the dev and test sets, its train speakers training speech (docs/decisions/l2-split.md)
+L2_CORPUS = "realspeech-train/speechocean762"
+L2_SPLITS = {"train": 0.8, "dev": 0.1, "test": 0.1}
+# the continuous recordings, held out by recording (never inside one), dealt by words: a long-form dev set for the
+# long-form choices and a test set (docs/decisions/longform-split.md)
+LONGFORM_SPLITS = {"dev": 0.25, "test": 0.75}
 KOKORO_TRAIN_REPEATS = 2  # each training sentence in 2 of the 22 training voices (CPU budget of one session)
 BUDGETS_MS = (300, 500, 1000)
 PEER_KINDS = {"whisperlivekit-la": "whisperlivekit LocalAgreement-2", "whisperlivekit-simul":
@@ -81,7 +88,7 @@ def real_corpus_links(shared_data: Path, out: Path) -> Path:
 
 
 def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, ...] = ()) -> dict[str, str]:
-    """The dataset versions {"synth", "kokoro_train", "real", "longform"} → version dirs (``only``: just these;
+    """The dataset versions {"synth", "kokoro_train", "real", "l2", "longform"} → version dirs (``only``: just these;
     versions are content-addressed, so a later full build reuses them)."""
     from configs.pipeline import load_pipeline_config
     from data.kokoro_files import fetch_kokoro, train_voices
@@ -96,6 +103,7 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, 
                                                     kokoro_texts("train") * KOKORO_TRAIN_REPEATS,
                                                     train_voices(fetch_kokoro()), seed=1),
         "real": lambda: real_corpus_links(shared_data, out),
+        "l2": lambda: (shared_data / L2_CORPUS).resolve(),
         # segmented at aligned pauses, every segment keeps its recording id (a recording streams as one unit)
         "longform": lambda: (shared_data / "longform").resolve(),
     }
@@ -108,7 +116,9 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, 
         "real": base.model_copy(update={"name": "realspeech-eval", "split_by": "auto", "splits": REAL_SPLITS,
                                         "split_balance": "words",
                                         "dominant_speaker_share": DOMINANT_SPEAKER_SHARE}),
-        "longform": base.model_copy(update={"name": "longform", "splits": {"test": 1.0}}),
+        "l2": base.model_copy(update={"name": "speechocean762", "split_by": "speaker", "splits": L2_SPLITS}),
+        "longform": base.model_copy(update={"name": "longform", "split_by": "utterance", "splits": LONGFORM_SPLITS,
+                                            "split_balance": "words"}),
     }
     dirs = {}
     for key, write in writers.items():
@@ -138,6 +148,11 @@ def stage_data(args, out: Path, state: dict) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------ train
+def _eval_sets(state: dict) -> list[str]:
+    """The dev and test sets' datasets: the real corpora and, once built, the L2 corpus's held-out speakers."""
+    return [state["datasets"][k] for k in ("real", "l2") if k in state.get("datasets", {})]
+
+
 def _train_sets(state: dict) -> list[str]:
     return [state["datasets"][k] for k in ("synth", "kokoro_train") if k in state.get("datasets", {})]
 
@@ -149,7 +164,7 @@ def stage_train(args, out: Path, state: dict) -> None:
     from training.causal.run import run_finetune
 
     cfg = load_finetune_config(str(REPO / "configs" / "smoke.yaml"), datasets=tuple(_train_sets(state)),
-                               validation_datasets=(state["datasets"]["real"],), max_steps=args.steps,
+                               validation_datasets=tuple(_eval_sets(state)), max_steps=args.steps,
                                tracking_uri=args.tracking)
     cfg = cfg.model_copy(update={"storage_path": str(out / "ray"), "output_dir": str(out / "adapters"),
                                  "experiment": "bench-evaluation", "validation_limit": 16})
@@ -188,7 +203,7 @@ def stage_select(args, out: Path, state: dict) -> None:
                  for c in budgets for vac in (False, True)]
         name = "dev_peers_" + "_".join(map(str, budgets))
         SELECTION.mkdir(parents=True, exist_ok=True)
-        result = _evaluate(specs, [state["datasets"]["real"]], _train_sets(state), "dev", out / name, args,
+        result = _evaluate(specs, _eval_sets(state), _train_sets(state), "dev", out / name, args,
                            reference=peer_name("whisperlivekit-la", max(budgets), False), stride=args.peer_stride)
         write_report(result, SELECTION, name)
     evidence = {p.stem: json.loads(p.read_text()) for p in sorted(SELECTION.glob("dev_peers_*.json"))}
@@ -303,15 +318,15 @@ def stage_release(args, out: Path, state: dict) -> None:
     if not specs:
         raise SystemExit("release: nothing to score (--peers-only with no --budgets)")
     tag = ("peers" if args.peers_only else "ours") + ("-" + "_".join(map(str, budgets)) if budgets else "")
-    real = state["datasets"]["real"]
-    part = _evaluate(specs, [real], _train_sets(state), "test", out / f"release-{tag}", args,
+    sets = _eval_sets(state)
+    part = _evaluate(specs, sets, _train_sets(state), "test", out / f"release-{tag}", args,
                      reference=reference if reference in {s.name for s in specs} else None,
                      ledger_path=str(LEDGER), purpose="release")
     path = RESULTS / "evaluation.json"
     previous = json.loads(path.read_text()) if path.exists() else None
     result = merge_release(previous, part, reference=reference,
                            scored_per_system=scored_per_system(LEDGER, part["test_set"]["audio_sha256"]))
-    result["dev_set"] = describe([real], ["dev"], load_split([real], ["dev"]))
+    result["dev_set"] = describe(sets, ["dev"], load_split(sets, ["dev"]))
     result["datasets"] = {k: dataset_counts(v) for k, v in state["datasets"].items()}
     result["selection"] = {"choices": "benchmarks/results/selection/choices.json",
                            "peers_by_budget": {k: {"name": v["name"], "vac": v["vac"], "dev_wer": v["dev_wer"]}

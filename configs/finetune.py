@@ -119,6 +119,10 @@ class FinetuneConfig(JobConfig):
     # ceil(fraction·n) utterances whose keys hash lowest (training.causal.data.key_subset), so every seed sees the
     # same subset and a larger fraction adds utterances to a smaller one's instead of swapping them.
     train_fraction: float = Field(1.0, gt=0, le=1, description="share of each training dataset's utterances")
+    # a learning curve over one corpus (issue 66: real hours ¼, ½, all beside the whole synthetic corpus)
+    dataset_fractions: dict[str, float] = Field(default_factory=dict, description="share of the named training "
+                                                "dataset's utterances (its dataset.json name), instead of "
+                                                "train_fraction")
     lora: LoraSettings = LoraSettings()
     augment: AugmentSettings = AugmentSettings()
     join: JoinSettings = JoinSettings()
@@ -150,6 +154,9 @@ class FinetuneConfig(JobConfig):
 
     @model_validator(mode="after")
     def _consistent(self) -> FinetuneConfig:
+        bad = {k: v for k, v in self.dataset_fractions.items() if not 0 < v <= 1}
+        if bad:
+            raise ValueError(f"dataset_fractions must be in (0, 1], got {bad}")
         for c in self.chunk_ms_choices or ():
             if c <= 0 or c % 20 or c > self.resolved_tau0_ms:
                 raise ValueError(f"chunk_ms_choices: {c} must be a multiple of 20 ms and at most tau0_ms "

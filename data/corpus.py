@@ -1,7 +1,7 @@
 """Corpus recipes: turn a corpus description into `CorpusItem`s (lhotse-style: functions, not classes).
 
 Accepted descriptions (``read_corpus`` picks by what the path is):
-- a folder with ``transcripts.tsv`` (``utt_id<TAB>text``) and audio in ``wav/`` or beside it,
+- a folder with ``transcripts.tsv`` (``utt_id<TAB>text``) and audio in ``wav/``, ``opus/`` or beside it,
   optionally ``speakers.tsv`` (``utt_id<TAB>speaker``); a folder of such folders reads them all;
 - a ``.jsonl`` or ``.csv`` manifest with columns id/utt_id, audio/audio_path/path, text/transcript,
   optional speaker, start_s, duration_s (relative paths are relative to the manifest);
@@ -34,11 +34,28 @@ from pathlib import Path, PurePosixPath
 
 from data import fs
 
-AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".opus", ".mp3")
+AUDIO_DIRS = ("wav", "opus")  # where a corpus folder may keep its audio (else beside transcripts.tsv)
 # Transcriber annotations that are not words said: [laughter], [noise], <unk>, <cutoff-montreal> (a cut-off
 # fragment). They are dropped from the reference: Whisper writes none of them, an aligner cannot pronounce them,
 # and a cut-off fragment is not the word it names. An utterance that is only annotations is rejected.
 _ANNOTATION = re.compile(r"^(\[[^\]\s]*\]|<[^>\s]*>)$")
+
+
+# The evaluation domain of each known corpus (evaluation.domains reports per domain; issue 66).
+DOMAINS = {"librispeech": "read", "vctk": "read", "cmu_arctic": "read", "ljspeech": "read", "fleurs": "read",
+           "longform": "read", "speechocean762": "l2", "mfa": "spontaneous", "an4": "commands", "fsdd": "commands",
+           "speech_commands": "commands", "misc": "commands"}
+# utterances of a mixed corpus whose domain is not the corpus's: armkit holds 4 LibriSpeech clips and 4 Speech
+# Commands clips (../shared/data/realspeech-extra/README.md)
+_UTTERANCE_DOMAINS = {"armkit_down": "commands", "armkit_yes": "commands", "armkit_right_left_up": "commands",
+                      "armkit_yes_no_go_stop": "commands"}
+_CORPUS_DEFAULTS = {"armkit": "read"}
+
+
+def domain_of(corpus: str, utt_id: str = "") -> str:
+    """The domain of one utterance of ``corpus``."""
+    return _UTTERANCE_DOMAINS.get(utt_id) or DOMAINS.get(corpus) or _CORPUS_DEFAULTS.get(corpus) or corpus
 
 
 def strip_annotations(text: str) -> str:
@@ -225,7 +242,7 @@ def iter_folder(folder: str | Path) -> Iterator[Read]:
     """:func:`read_folder` as it reads: the transcript lines one by one (the audio folder is listed once: file
     names only)."""
     folder = _loc(folder)
-    audio_dir = _join(folder, "wav") if _is_dir(_join(folder, "wav")) else folder
+    audio_dir = next((d for d in (_join(folder, name) for name in AUDIO_DIRS) if _is_dir(d)), folder)
     audio = {_stem(name): name for name in _entry_names(audio_dir) if _suffix(name).lower() in AUDIO_SUFFIXES}
     speakers_tsv = _join(folder, "speakers.tsv")
     speakers = dict(p for p in _tsv_pairs(speakers_tsv) if not isinstance(p, BadLine)) if _exists(speakers_tsv) else {}

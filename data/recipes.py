@@ -22,9 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from data.corpus import speaker_from_id
+from data.corpus import AUDIO_SUFFIXES, speaker_from_id
 
-AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
 # Columns lhotse 1.x's Common Voice recipe reads from every row (a release without them fails inside lhotse)
 COMMONVOICE_COLUMNS = ("client_id", "path", "sentence", "age", "gender", "accents", "variant")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,10 +83,13 @@ def read_utterances(version_dir: str | Path, splits: Sequence[str]) -> list[Trai
 
 
 def read_all(version_dirs: Sequence[str], splits: Sequence[str], limit: int | None = None,
-             fraction: float = 1.0) -> list[TrainUtterance]:
-    """Every dataset's utterances of ``splits`` (each dataset's :func:`key_subset` at ``fraction``), then the first
-    ``limit``."""
-    utts = [u for d in version_dirs for u in key_subset(read_utterances(d, splits), fraction)]
+             fraction: float = 1.0, fractions: Mapping[str, float] | None = None) -> list[TrainUtterance]:
+    """Every dataset's utterances of ``splits`` (each dataset's :func:`key_subset` at ``fraction``, or at
+    ``fractions[its name]``), then the first ``limit``."""
+    def share(d: str) -> float:
+        return fractions.get(dataset_ref(d)["name"], fraction) if fractions else fraction
+
+    utts = [u for d in version_dirs for u in key_subset(read_utterances(d, splits), share(d))]
     return utts[:limit] if limit else utts
 
 

@@ -1,7 +1,10 @@
-"""Per-domain rows of a scored set: WER per corpus, and a system's difference to a reference per corpus, paired.
+"""Per-domain rows of a scored set: WER with its interval per domain, and each system's difference to a reference
+per domain, paired.
 
-A pooled WER can hide that one domain decides it (docs/decisions/dev-test-split.md): a report that names the
-corpora beside the pooled number shows what a dev choice could see.
+A pooled WER hides what a user of each domain sees (docs/decisions/dev-test-split.md): one-word spoken digits, where
+Whisper writes whole sentences, can decide a pooled number. A report gives each domain's rows beside the pooled one.
+Domains (issue 66; the table is ``data.corpus.DOMAINS``): ``read`` English, ``l2`` English, ``spontaneous`` speech,
+``commands`` (digits, spelled letters, keywords). A corpus not listed there is its own domain, named after it.
 """
 
 from __future__ import annotations
@@ -10,42 +13,42 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from data.manifest import read_manifest
+from data.corpus import DOMAINS, domain_of
 from evaluation import intervals
 
+__all__ = ["DOMAINS", "by_domain", "domain_of", "markdown"]
 
-def corpus_of(version_dirs: Sequence[str]) -> dict[str, str]:
-    """{utterance key: corpus} from dataset versions' manifests."""
-    out: dict[str, str] = {}
-    for d in version_dirs:
-        table = read_manifest(d)
-        out.update(zip(table["key"].to_pylist(), table["corpus"].to_pylist(), strict=True))
-    return out
+def by_domain(rows: Sequence[Mapping[str, Any]], domain: Mapping[str, str] | None = None,
+              reference: str | None = None, seed: int = 0,
+              n_resamples: int = intervals.N_RESAMPLES) -> dict[str, dict[str, Any]]:
+    """{domain: {"utterances", "words", "wer": {system: value}, "ci95": {system: [lo, hi]}, "vs_reference":
+    {system: {"diff", "ci95", "verdict"}}}} from evaluated rows (``per_utterance`` with ``utt_id``, ``errors``,
+    ``ref_words`` and, without ``domain``, their own ``domain``). Every utterance must have a domain (a missing
+    one raises: a silently dropped utterance would skew a domain)."""
+    def dom(u: Mapping[str, Any]) -> str | None:
+        return domain.get(u["utt_id"]) if domain is not None else u.get("domain")
 
-
-def by_domain(rows: Sequence[Mapping[str, Any]], domain: Mapping[str, str], reference: str | None = None,
-              seed: int = 0) -> dict[str, dict[str, Any]]:
-    """{domain: {"utterances", "words", "wer": {system: value}, "vs_reference": {system: {"diff", "ci95",
-    "verdict"}}}} from evaluated rows (``per_utterance`` with ``utt_id``, ``errors``, ``ref_words``). Every
-    utterance must have a domain (a missing one raises: a silently dropped utterance would skew a domain)."""
-    missing = sorted({u["utt_id"] for r in rows for u in r["per_utterance"]} - set(domain))
+    missing = sorted({u["utt_id"] for r in rows for u in r["per_utterance"] if dom(u) is None})
     if missing:
         raise ValueError(f"{len(missing)} scored utterances have no domain, e.g. {missing[:3]}")
     split: dict[str, dict[str, list[Mapping[str, Any]]]] = defaultdict(dict)
     for r in rows:
         per: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
         for u in r["per_utterance"]:
-            per[domain[u["utt_id"]]].append(u)
+            per[dom(u)].append(u)
         for d, units in per.items():
             split[d][r["name"]] = units
     out = {}
     for d, systems in sorted(split.items()):
         first = next(iter(systems.values()))
-        entry: dict[str, Any] = {"utterances": len(first), "words": sum(u["ref_words"] for u in first),
-                                 "wer": {name: round(intervals.point(units, "wer"), 4)
-                                         for name, units in systems.items()}}
-        if reference is not None:
-            entry["vs_reference"] = {name: _rounded(intervals.compare(units, systems[reference], "wer", seed=seed))
+        entry: dict[str, Any] = {
+            "utterances": len(first), "words": sum(u["ref_words"] for u in first),
+            "wer": {name: round(intervals.point(units, "wer"), 4) for name, units in systems.items()},
+            "ci95": {name: [round(x, 4) for x in intervals.ci95(units, "wer", seed=seed, n_resamples=n_resamples)]
+                     for name, units in systems.items()}}
+        if reference is not None and reference in systems:
+            entry["vs_reference"] = {name: _rounded(intervals.compare(units, systems[reference], "wer", seed=seed,
+                                                                      n_resamples=n_resamples))
                                      for name, units in systems.items() if name != reference}
         out[d] = entry
     return out
@@ -56,20 +59,29 @@ def _rounded(c: dict[str, Any]) -> dict[str, Any]:
 
 
 def markdown(domains: Mapping[str, Mapping[str, Any]], reference: str | None = None) -> str:
-    """A table: a line per domain, a WER column per system (with its difference to ``reference``)."""
-    names = list(next(iter(domains.values()))["wer"]) if domains else []
-    lines = ["| domain | utts | words | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
-    for d, e in domains.items():
+    """A table: a line per system, a WER column per domain with its interval (and its difference to
+    ``reference``)."""
+    if not domains:
+        return ""
+    names = list(dict.fromkeys(n for e in domains.values() for n in e["wer"]))
+    lines = ["| system | " + " | ".join(f"{d} ({e['utterances']} utts, {e['words']} words)"
+                                       for d, e in domains.items()) + " |",
+             "|---|" + "---|" * len(domains)]
+    for n in names:
         cells = []
-        for n in names:
-            cell = f"{100 * e['wer'][n]:.1f} %"
+        for e in domains.values():
+            if n not in e["wer"]:
+                cells.append("")
+                continue
+            lo, hi = e.get("ci95", {}).get(n, (None, None))
+            cell = f"{100 * e['wer'][n]:.1f} %" + (f" [{100 * lo:.1f}, {100 * hi:.1f}]" if lo is not None else "")
             vs = e.get("vs_reference", {}).get(n)
             if vs is not None:
-                lo, hi = vs["ci95"]
-                cell += f" ({100 * vs['diff']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}])"
+                vlo, vhi = vs["ci95"]
+                cell += f"; {100 * vs['diff']:+.1f} [{100 * vlo:+.1f}, {100 * vhi:+.1f}] {vs['verdict']}"
             cells.append(cell)
-        lines.append(f"| {d} | {e['utterances']} | {e['words']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
     if reference:
-        lines.append(f"\nIn brackets: the difference to {reference} in points, paired 95 % interval over the "
-                     "domain's utterances.")
+        lines.append(f"\nWER [95 % interval]; after the semicolon: the difference to {reference} in points, paired "
+                     "95 % interval over the domain's utterances, verdict.")
     return "\n".join(lines) + "\n"

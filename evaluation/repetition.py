@@ -3,9 +3,8 @@
 A recognizer can write whole utterances again (each copy a run of insertions) and still score a WER close to its
 peers' (docs/decisions/repeat-guard.md). Two measures, per utterance, of the final hypothesis against the reference:
 
-- ``repeated_words``: both texts normalised as WER normalises them (Whisper's ``EnglishTextNormalizer``, via
-  :func:`evaluation.metrics.text.normalized_words`) and their digit strings split into digits (:func:`digit_units`),
-  a *repeat* is an n-gram said twice in a row, n ≥
+- ``repeated_words``: both texts normalised as WER normalises them (Whisper's ``EnglishTextNormalizer`` and digit
+  strings digit by digit, via :func:`evaluation.metrics.text.normalized_words`), a *repeat* is an n-gram said twice in a row, n ≥
   :data:`MIN_NGRAM` (``w[i:i+n] == w[i+n:i+2n]``). Its second copy, the n words ``w[i+n:i+2n]``, are repeated
   words; a word covered by several repeats (a loop of three copies, or the same loop seen at another n) counts
   once. A repeat whose n-gram the reference itself says twice in a row is not counted (a speaker who says
@@ -38,8 +37,6 @@ LOOP_RUN = 8  # repeats in a row that make a token loop
 LOOP_UNIT_CHARS = 4  # longest character unit of a token loop
 # the shortest unit first, so that "ffffffff" is the unit "f" eight times, not "ff" four times
 _UNIT_RUN = re.compile(rf"(.{{1,{LOOP_UNIT_CHARS}}}?)\1{{{LOOP_RUN - 1},}}", re.S)
-_DIGIT_WORDS = {w: str(i) for i, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven",
-                                                   "eight", "nine"))}
 SUMMARY_KEYS = ("repeated_words", "repeat_rate", "utterances_with_repeats", "token_loops")
 
 
@@ -97,19 +94,10 @@ def has_token_loop(raw_text: str, words: Sequence[str] | None = None) -> bool:
     return _word_run(normalized_words(raw_text) if words is None else words) or _unit_run(raw_text)
 
 
-def digit_units(words: Sequence[str]) -> list[str]:
-    """Normalised words with every digit string said digit by digit: Whisper's normaliser joins spelled digits
-    ("zero zero zero" → "000") but not written ones ("0, 0, 0" → "0 0 0"), so a list of digits read aloud would
-    otherwise look like a repeat the reference never makes. A digit word left alone ("1" comes out of the
-    normaliser as "one") is its digit."""
-    words = [_DIGIT_WORDS.get(w, w) for w in words]
-    return [d for w in words for d in (list(w) if w.isdigit() and len(w) > 1 else [w])]
-
-
 def utterance_repetition(hyp_text: str, ref_text: str) -> dict[str, Any]:
     """``repeated_words`` and ``token_loop`` of one utterance's final text against its reference (digit strings
-    compared digit by digit on both sides: :func:`digit_units`)."""
-    hyp, ref = digit_units(normalized_words(hyp_text)), digit_units(normalized_words(ref_text))
+    compared digit by digit on both sides, as WER compares them)."""
+    hyp, ref = normalized_words(hyp_text), normalized_words(ref_text)
     loop = has_token_loop(hyp_text, hyp) and not has_token_loop(ref_text, ref)
     return {"repeated_words": repeated_words(hyp, ref), "token_loop": loop}
 

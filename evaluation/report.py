@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from data.tracking import client, experiment_id
-from evaluation import intervals, repetition
+from evaluation import domains, intervals, repetition
 from evaluation.metrics.gate import WER_CAP_POINTS, pareto_front, within_wer_cap
 
 ROW_KEYS = ("wer", "rwer", "arwer", "laal_ms", "al_ms", "word_latency_ms_median", "word_latency_ms_p90",
@@ -102,9 +102,13 @@ def score_rows(rows: list[dict[str, Any]], *, reference: str | None = None, wer_
             c = intervals.compare(pu, ref_row["per_utterance"], m, groups=groups, seed=seed, n_resamples=n_resamples)
             vs[m] = {"diff": round(c["diff"], CI_DIGITS[m]), "ci95": _rounded(c["ci95"], m), "verdict": c["verdict"]}
         r["vs_reference"] = vs
+    entries = [u for r in rows for u in r["per_utterance"]]
+    per_domain = {"domains": domains.by_domain(rows, reference=ref_row["name"] if ref_row else None, seed=seed,
+                                               n_resamples=n_resamples)
+                  } if entries and all(u.get("domain") for u in entries) else {}
     return {"offline_wer": offline_wer, "wer_cap_reference": capper["name"] if capper else None,
             "wer_cap_points": wer_cap, "reference_system": ref_row["name"] if ref_row else None,
-            "systems": rows,
+            "systems": rows, **per_domain,
             "intervals": {"confidence": 0.95, "n_resamples": n_resamples, "seed": seed,
                           "unit": "recording" if groups else "utterance", "method": dict(intervals.METHOD),
                           "paired": True}}
@@ -206,6 +210,8 @@ def markdown(result: dict[str, Any]) -> str:
             f"{_fmt(r['end_lag_ms_median'])} | {_feeding(r)} | {'yes' if r['within_wer_cap'] else 'no'} | "
             f"{'yes' if r.get('pareto') else ''} | "
             + " | ".join(_vs(r, m, reference) for m in intervals.METRICS) + " |")
+    if result.get("domains"):
+        lines += ["", "## Per domain", "", domains.markdown(result["domains"], reference)]
     lines += _parts_notes(result)
     return "\n".join(lines) + "\n"
 
@@ -305,6 +311,9 @@ def log_report(tracking_uri: str, experiment: str, result: dict[str, Any], files
         for k in ROW_KEYS:
             if _finite(r.get(k)):
                 c.log_metric(run_id, f"{metric_name(r['name'])}.{k}", float(r[k]))
+    for d, entry in (result.get("domains") or {}).items():
+        for name, value in entry["wer"].items():
+            c.log_metric(run_id, f"{metric_name(name)}.wer.{metric_name(d)}", float(value))
     for path in files:
         c.log_artifact(run_id, str(path))
     c.set_terminated(run_id, "FINISHED")

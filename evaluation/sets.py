@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from data.corpus import domain_of
 from data.manifest import read_manifest
 from data.synth import read_word_alignments
 
@@ -27,6 +28,7 @@ class Utterance:
     words: tuple[tuple[str, int, int], ...]  # aligned reference words (word, start_ms, end_ms)
     # the recording it was cut from (a long-form segment: intervals resample whole recordings); None: its own
     recording: str | None = None
+    domain: str | None = None  # evaluation.domains: what a report's per-domain rows group it under
 
 
 def eval_utterance(u) -> Utterance:
@@ -58,11 +60,14 @@ def load_split(version_dirs: Sequence[str | Path], splits: Sequence[str], limit:
     from data.utterances import read_all  # lazy: the shard reader pulls torch (webdataset); scoring needs none
 
     recording: dict[str, str] = {}
+    domain: dict[str, str] = {}
     for d in version_dirs:
         table = read_manifest(d)
+        keys = table["key"].to_pylist()
         if "recording_id" in table.column_names:  # versions built before long-form input have no such column
-            recording.update(zip(table["key"].to_pylist(), table["recording_id"].to_pylist(), strict=True))
-    return [replace(eval_utterance(u), recording=recording.get(u.key))
+            recording.update(zip(keys, table["recording_id"].to_pylist(), strict=True))
+        domain.update((k, domain_of(c, k)) for k, c in zip(keys, table["corpus"].to_pylist(), strict=True))
+    return [replace(eval_utterance(u), recording=recording.get(u.key), domain=domain.get(u.key))
             for u in read_all([str(d) for d in version_dirs], splits, limit)]
 
 

@@ -204,7 +204,8 @@ def per_utterance(records: Sequence[StreamRecord], utterances: Sequence[Utteranc
     ``word_latency_ms``: the utterance's queue-clock word latencies, the values pooled for the median / p90
     (not rounded). ``compute_ms``: all steps, the end-of-stream step included, as in RTF = Σ compute / Σ audio.
     ``hyp_words``: normalised hypothesis words (S + I + hits); ``repeated_words`` / ``token_loop``: the
-    utterance's repetition (``evaluation.repetition``), what a row's ``repeat_rate`` and ``token_loops`` sum."""
+    utterance's repetition (``evaluation.repetition``), what a row's ``repeat_rate`` and ``token_loops`` sum.
+    ``domain``: the utterance's (``evaluation.domains``), where it has one."""
     if len(records) != len(utterances):
         raise ValueError(f"{len(records)} records for {len(utterances)} utterances")
     counts = utterance_counts([u.reference for u in utterances], [r.text for r in records])
@@ -214,7 +215,8 @@ def per_utterance(records: Sequence[StreamRecord], utterances: Sequence[Utteranc
              **dict(zip(("partials_shown", "partials_rewritten"), partial_rewrites(record), strict=True)),
              "word_latency_ms": [w.latency_ms for w in _word_latencies(record, utt)],
              "display_latency_ms": [w.latency_ms for w in _display_latencies(record, utt)],
-             "compute_ms": sum(record.compute_ms), "audio_ms": record.audio_ms}
+             "compute_ms": sum(record.compute_ms), "audio_ms": record.audio_ms,
+             **({"domain": utt.domain} if utt.domain else {})}
             for record, utt, c in zip(records, utterances, counts, strict=True)]
 
 

@@ -49,7 +49,7 @@ def test_a_separably_sooner_arm_at_the_same_words_is_adopted(tmp_path):
     verdict = judge(d, _rows([5] * N))
     assert verdict["chosen"] == "sooner" and verdict["arms"]["sooner"]["qualifies"]
     assert not verdict["arms"]["worse"]["qualifies"]  # later, and more errors
-    assert verdict["arms"]["sooner"]["word_latency_ms_median_vs_reference_ci95"][1] < 0
+    assert verdict["arms"]["sooner"]["better_vs_reference_ci95"][1] < 0
 
 
 def test_an_arm_past_the_wer_margin_is_not_adopted_and_the_reference_stays(tmp_path):
@@ -85,3 +85,46 @@ def test_each_arm_is_an_mlflow_run_and_the_record_names_rule_intervals_and_verdi
     text = record(d, verdict, "abc1234")
     assert d.rule in text and "**Verdict.** sooner adopted" in text and "abc1234" in text
     assert "[" in text.split("| sooner | real |")[1].splitlines()[0]  # the WER interval against the reference
+
+
+def _recipe(tmp_path, seeds: str = "[1, 2]", train: str = "{datasets: [synth, l2]}") -> object:
+    path = tmp_path / "r.yaml"
+    path.write_text(f"""
+name: real-speech
+question: Does real L2 speech beside the synthetic corpus lower the causal adapter's dev WER?
+rule: Adopt the arm whose WER is separably lower at every seed.
+reference: synthetic
+seeds: {seeds}
+arms:
+  synthetic: {{kind: causal, train: {{datasets: [synth]}}}}
+  real: {{kind: causal, train: {train}}}
+""")
+    return load_decision(path)
+
+
+def test_a_recipe_decision_trains_per_seed_and_adopts_only_what_every_seed_carries(tmp_path):
+    from benchmarks.decide import judge_seeds
+
+    d = _recipe(tmp_path)
+    assert d.trains and d.seeds == (1, 2)
+
+    def rows(real_errors: list[int]) -> dict:
+        lat = [1000.0] * N
+        return {"real": {"synthetic": _row("synthetic", [8] * N, lat), "real": _row("real", real_errors, lat)}}
+
+    better = [3 + i % 2 for i in range(N)]
+    both = judge_seeds(d, {1: rows(better), 2: rows(better)})
+    assert both["chosen"] == "real" and all(v["arms"]["real"]["qualifies"] for v in both["seeds"].values())
+    one = judge_seeds(d, {1: rows(better), 2: rows([8 + i % 2 for i in range(N)])})  # seed 2 does not carry it
+    assert one["chosen"] == "synthetic"
+    text = record(d, both, "abc1234")
+    assert "Seed 1:" in text and "Seed 2:" in text and "**Verdict.** real adopted" in text
+    runs = log_arms(d, both, f"sqlite:///{tmp_path / 'mlflow.db'}", "abc1234")
+    assert set(runs) == {f"{a} (seed {s})" for a in d.arms for s in (1, 2)}
+
+
+def test_a_recipe_decision_without_seeds_or_with_an_unknown_setting_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="seeds"):
+        _recipe(tmp_path, seeds="[]")
+    with pytest.raises(Exception, match="learning_rate"):
+        _recipe(tmp_path, train="{datasets: [l2], learning_rate: 1}")

@@ -226,6 +226,21 @@ def test_key_subset_is_nested_seed_free_and_keeps_order():
     assert FinetuneConfig(datasets=("d",), train_fraction=0.5).config_hash() != FinetuneConfig(datasets=("d",)).config_hash()
     with pytest.raises(ValueError):
         FinetuneConfig(datasets=("d",), train_fraction=0)
+    one = FinetuneConfig(datasets=("d",), dataset_fractions={"l2": 0.25})
+    assert one.config_hash() != FinetuneConfig(datasets=("d",)).config_hash()
+    with pytest.raises(ValueError, match="dataset_fractions"):
+        FinetuneConfig(datasets=("d",), dataset_fractions={"l2": 0})
+
+
+def test_a_named_dataset_takes_its_own_fraction(real_shards):
+    """A learning curve over one corpus: ``fractions`` names a dataset (its dataset.json name) and takes its
+    nested subset; the others keep ``fraction``."""
+    from data.utterances import read_all
+
+    whole = read_all([str(real_shards)], ["train"])
+    half = read_all([str(real_shards)], ["train"], fractions={"real-train": 0.5})
+    assert len(whole) == 6 and [u.key for u in half] == [u.key for u in key_subset(whole, 0.5)]
+    assert len(read_all([str(real_shards)], ["train"], fractions={"another": 0.5})) == 6
 
 
 def test_config_hash_and_chunk_defaults():

@@ -262,6 +262,24 @@ def test_report_rows_get_intervals_and_a_verdict_against_the_reference(tmp_path)
     assert "vs_reference" not in explicit["systems"][0] and "vs_reference" in explicit["systems"][3]
 
 
+def test_a_report_of_utterances_with_domains_gives_each_domain_its_rows():
+    rows = _rows()
+    for r in rows:
+        for i, u in enumerate(r["per_utterance"]):
+            u["domain"] = "l2" if i < 30 else "read"
+    result = {"test_set": {"n_utterances": 80, "seconds": 300, "speakers": 5}, **score_rows(rows, n_resamples=500)}
+    dom = result["domains"]
+    assert list(dom) == ["l2", "read"] and dom["l2"]["utterances"] == 30 and dom["read"]["utterances"] == 50
+    for d in dom.values():
+        assert set(d["wer"]) == {r["name"] for r in rows} and set(d["vs_reference"]) == set(d["wer"]) - {"LA-2 1000 ms"}
+    # the domains' counts add up to the pooled row's
+    words = sum(u["ref_words"] for u in rows[0]["per_utterance"])
+    errors = sum(d["wer"]["offline"] * d["words"] for d in dom.values())
+    assert sum(d["words"] for d in dom.values()) == words and abs(errors / words - rows[0]["wer"]) < 1e-3
+    assert "## Per domain" in markdown(result) and "| ours 300 ms |" in markdown(result)
+    assert "domains" not in score_rows(_rows(), n_resamples=200)  # no domain on an utterance: no per-domain rows
+
+
 def test_without_a_peer_the_reference_is_the_best_offline_system():
     rows = [r for r in _rows() if not r["kind"].startswith("whisperlivekit")]
     assert score_rows(rows, n_resamples=200)["reference_system"] == "faster-whisper"

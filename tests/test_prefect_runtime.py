@@ -34,7 +34,9 @@ SCRIPT = textwrap.dedent('''
     def work(i: int) -> int:
         return i * i
 
-    @flow(name="runtime-" + name, task_runner=ThreadPoolTaskRunner(max_workers=8))
+    # persisted: a loaded machine can end the run with its final state read back from the API, whose result is
+    # then read from storage (in memory only, state.result() raised MissingResult in one CI run)
+    @flow(name="runtime-" + name, task_runner=ThreadPoolTaskRunner(max_workers=8), persist_result=True)
     def many(n: int) -> int:
         return sum(f.result() for f in [work.submit(i) for i in range(n)])
 

@@ -138,7 +138,8 @@ def test_empty_and_plain_texts(hyp, ref, n):
 def test_a_list_of_digits_read_aloud_is_not_a_repeat():
     """Whisper's normaliser joins spelled digits ("zero zero zero zero zero zero" → "000000") but not written ones
     ("0, 0, 0, 0, 0, 0." → "0 0 0 0 0 0"): compared digit by digit, a right transcript of a list repeats nothing."""
-    from evaluation.repetition import digit_units, utterance_repetition
+    from evaluation.metrics.text import digit_units
+    from evaluation.repetition import utterance_repetition
 
     assert digit_units(["2287", "a", "7"]) == ["2", "2", "8", "7", "a", "7"]
     said = "zero zero zero zero zero zero zero zero one one one one one one"

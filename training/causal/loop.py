@@ -177,7 +177,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
 
     tokenizer = setup.tokenizer
     prefix = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
-    utterances = read_all(cfg.datasets, cfg.splits, fraction=cfg.train_fraction)
+    utterances = read_all(cfg.datasets, cfg.splits, fraction=cfg.train_fraction, fractions=cfg.dataset_fractions)
     validation = ([eval_utterance(u) for u in read_all(cfg.validation_datasets, cfg.validation_splits,
                                                               cfg.validation_limit)]
                   if rank == 0 and cfg.validation_datasets else [])

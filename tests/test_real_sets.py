@@ -1,0 +1,92 @@
+"""The real held-out sets read in place from ../shared/data: speechocean762 (L2 English, Ogg Opus) read as a corpus
+folder, split by speaker with children and adults in every split, built into a dataset version whose utterances are
+the `l2` domain of the dev and test sets; the continuous recordings split by recording into a long-form dev and test
+set."""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.evaluation import L2_CORPUS, L2_SPLITS, LONGFORM_SPLITS
+from data.corpus import read_corpus
+from data.splits import assign_split, deal_groups
+
+SHARED = Path(os.environ.get("WHISPERLINE_SHARED_DATA", "../shared/data"))
+ROOT = SHARED / L2_CORPUS
+
+
+@pytest.fixture(scope="module")
+def l2_root() -> Path:
+    if not (ROOT / "transcripts.tsv").exists():
+        pytest.fail(f"speechocean762 not found at {ROOT}; set WHISPERLINE_SHARED_DATA")
+    return ROOT
+
+
+def test_the_corpus_reads_whole_from_its_opus_folder(l2_root):
+    scan = read_corpus(l2_root)
+    assert len(scan.items) == 4600 and not scan.rejects
+    assert {i.corpus for i in scan.items} == {"speechocean762"} and len({i.speaker for i in scan.items}) == 230
+    assert all(i.audio_path.endswith(".opus") for i in scan.items)
+
+
+def test_the_speaker_split_holds_children_and_adults_in_each_split(l2_root):
+    from configs.dataset import DatasetConfig
+
+    salt = DatasetConfig().split_salt  # the split the dataset build makes (split_by: speaker)
+    info = list(csv.DictReader((l2_root / "speaker_info.tsv").open(), delimiter="\t"))
+    split = {r["speaker"]: assign_split(r["speaker"], L2_SPLITS, salt) for r in info}
+    groups = Counter((split[r["speaker"]], "child" if int(r["age"]) <= 15 else "adult") for r in info)
+    for name in ("dev", "test"):
+        assert groups[(name, "child")] + groups[(name, "adult")] >= 20, groups
+        assert groups[(name, "child")] >= 5 and groups[(name, "adult")] >= 5, groups
+    assert groups[("train", "child")] + groups[("train", "adult")] > 150
+
+
+def test_a_build_decodes_the_opus_audio_and_keeps_speakers_apart(l2_root, tmp_path, prefect_server):
+    from configs.dataset import DatasetConfig
+    from evaluation.sets import load_split
+    from flows.build_dataset import run_build
+
+    lines = (l2_root / "transcripts.tsv").read_text().splitlines()
+    speakers = dict(line.split("\t") for line in (l2_root / "speakers.tsv").read_text().splitlines())
+    picked = [ln for ln in lines if speakers[ln.split("\t")[0]] in ("0001", "0003", "0024")][::8]
+    corpus = tmp_path / "speechocean762"  # a subset: links to the shared files, never copies
+    (corpus / "opus").mkdir(parents=True)
+    (corpus / "transcripts.tsv").write_text("\n".join(picked) + "\n")
+    (corpus / "speakers.tsv").write_text("".join(f"{ln.split(chr(9))[0]}\t{speakers[ln.split(chr(9))[0]]}\n"
+                                                 for ln in picked))
+    for ln in picked:
+        utt = ln.split("\t")[0]
+        (corpus / "opus" / f"{utt}.opus").symlink_to((l2_root / "opus" / f"{utt}.opus").resolve())
+    cfg = DatasetConfig(name="l2", split_by="speaker", splits={"train": 0.5, "test": 0.5}, shard_size=4)
+    summary = run_build(str(corpus), str(tmp_path / "datasets"), cfg, workers=1)
+    counts = summary["counts"]
+    assert counts["inputs"] == len(picked) and counts["accepted"] + counts["rejected"] == len(picked), counts
+    assert counts["accepted"] >= len(picked) - 2, counts  # a child may skip a word of the prompt: a reject, not a crash
+    assert counts["speakers_in_several_splits"] in ([], 0, {}), counts  # split by speaker: none shared
+    utts = load_split([summary["version_dir"]], list(counts["per_split"]))
+    assert utts and all(u.domain == "l2" for u in utts)
+    assert all(u.audio.dtype == np.float32 and 0.5 < len(u.audio) / 16000 < 25 for u in utts)
+
+
+def test_the_long_form_recordings_split_whole_into_a_dev_and_a_test_set():
+    """What the long-form dataset's build deals (``split_by: utterance`` = recording, ``split_balance: words``):
+    dev at least 6 minutes, test at least 12 minutes in at least 3 recordings."""
+    from configs.dataset import DatasetConfig
+
+    root = SHARED / "longform"
+    if not (root / "transcripts.tsv").exists():
+        pytest.fail(f"long-form recordings not found at {root}; set WHISPERLINE_SHARED_DATA")
+    words = {ln.split("\t")[0]: len(ln.split("\t")[1].split()) for ln in root.joinpath("transcripts.tsv")
+             .read_text().splitlines()}
+    seconds = {r["id"]: float(r["seconds"]) for r in csv.DictReader((root / "SOURCES.tsv").open(), delimiter="\t")}
+    split = deal_groups(words, LONGFORM_SPLITS, DatasetConfig().split_salt)
+    minutes = {name: sum(seconds[r] for r in words if split[r] == name) / 60 for name in LONGFORM_SPLITS}
+    assert set(split) == set(seconds) and minutes["dev"] >= 6 and minutes["test"] >= 12, minutes
+    assert sum(split[r] == "test" for r in words) >= 3
