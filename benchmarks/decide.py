@@ -51,6 +51,8 @@ import yaml
 from benchmarks.longform import dev_streams
 from configs.finetune import load_finetune_config
 from data.tracking import client, default_tracking_uri, experiment_id
+from evaluation.domains import by_domain
+from evaluation.domains import markdown as domains_markdown
 from evaluation.intervals import compare
 from evaluation.sets import describe, load_split
 from recognizer.evaluate import evaluate_systems
@@ -137,7 +139,9 @@ def judge(d: Decision, rows: dict[str, dict[str, dict]]) -> dict[str, Any]:
         arms[arm] = out
     qualifying = [a for a in d.arms if arms[a].get("qualifies")]
     chosen = min(qualifying, key=lambda a: arms[a][d.adopt.set][d.adopt.better]) if qualifying else ref
-    return {"chosen": chosen, "arms": arms}
+    domains = {which: by_domain(list(rows[which].values()), reference=ref) for which in d.sets
+               if all("domain" in u for r in rows[which].values() for u in r["per_utterance"])}
+    return {"chosen": chosen, "arms": arms, "domains": domains}
 
 
 def judge_seeds(d: Decision, rows: dict[Any, dict[str, dict[str, dict]]]) -> dict[str, Any]:
@@ -234,6 +238,8 @@ def record(d: Decision, verdict: dict, commit: str) -> str:
         better = {a: n.get("better_vs_reference_ci95") for a, n in v["arms"].items() if a != d.reference}
         lines += ["", f"{d.adopt.better} − reference on {d.adopt.set} [95 %]: " +
                   ", ".join(f"{a} {ci}" for a, ci in better.items())]
+        for which, domains in v.get("domains", {}).items():
+            lines += ["", f"Per domain ({which}):", "", domains_markdown(domains, d.reference).rstrip()]
     lines += ["",
               f"**Verdict.** {verdict['chosen']}" + (" (the reference stays)" if verdict["chosen"] == d.reference
                                                     else " adopted"), "", f"Commit: {commit}. Per-arm runs: MLflow "
@@ -251,6 +257,8 @@ def main() -> None:
                         help="the release's state.json: the dataset versions a recipe decision's arms name")
     parser.add_argument("--tracking-uri", default=None)
     parser.add_argument("--out", default=str(REPO / "docs" / "decisions"), help="where the record is written")
+    parser.add_argument("--evidence", default=str(REPO / "benchmarks" / "results" / "selection"),
+                        help="where the verdict with every arm's numbers, intervals and domains is written (JSON)")
     args = parser.parse_args()
 
     d = load_decision(args.decision)
@@ -262,7 +270,7 @@ def main() -> None:
     if not real:
         raise SystemExit("no dev set: give --real DIR or a --state that names one")
     if d.trains:
-        work = REPO / "outputs" / "decisions" / d.name
+        work = REPO / "outputs" / "decisions" / "recipes"  # shared: an arm another decision trained is reused
         rows = {seed: score(d, real, train_arms(d, datasets, real, seed, uri, work)) for seed in d.seeds}
         verdict = judge_seeds(d, rows)
     else:
@@ -270,7 +278,11 @@ def main() -> None:
     runs = log_arms(d, verdict, uri, commit)
     path = Path(args.out) / f"{d.name}.md"
     path.write_text(record(d, verdict, commit), encoding="utf-8")
-    print(json.dumps({"chosen": verdict["chosen"], "record": str(path), "runs": runs}, indent=1))
+    evidence = Path(args.evidence) / f"{d.name}.json"
+    evidence.write_text(json.dumps({"decision": d.name, "commit": commit, "dev_sets": real, "runs": runs,
+                                    "verdict": verdict}, indent=1, default=str), encoding="utf-8")
+    print(json.dumps({"chosen": verdict["chosen"], "record": str(path), "evidence": str(evidence), "runs": runs},
+                     indent=1))
 
 
 if __name__ == "__main__":

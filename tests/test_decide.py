@@ -110,7 +110,11 @@ def test_a_recipe_decision_trains_per_seed_and_adopts_only_what_every_seed_carri
 
     def rows(real_errors: list[int]) -> dict:
         lat = [1000.0] * N
-        return {"real": {"synthetic": _row("synthetic", [8] * N, lat), "real": _row("real", real_errors, lat)}}
+        out = {"real": {"synthetic": _row("synthetic", [8] * N, lat), "real": _row("real", real_errors, lat)}}
+        for r in out["real"].values():  # the first half read English, the rest L2
+            for i, u in enumerate(r["per_utterance"]):
+                u["domain"] = "read" if i < N // 2 else "l2"
+        return out
 
     better = [3 + i % 2 for i in range(N)]
     both = judge_seeds(d, {1: rows(better), 2: rows(better)})
@@ -119,6 +123,9 @@ def test_a_recipe_decision_trains_per_seed_and_adopts_only_what_every_seed_carri
     assert one["chosen"] == "synthetic"
     text = record(d, both, "abc1234")
     assert "Seed 1:" in text and "Seed 2:" in text and "**Verdict.** real adopted" in text
+    l2 = both["seeds"][1]["domains"]["real"]["l2"]  # each domain's WER and the difference to the reference
+    assert l2["utterances"] == N // 2 and l2["wer"]["synthetic"] == 8 / 50 and l2["vs_reference"]["real"]["diff"] < 0
+    assert "Per domain (real):" in text and "| l2 (6 utts, 300 words)" in text
     runs = log_arms(d, both, f"sqlite:///{tmp_path / 'mlflow.db'}", "abc1234")
     assert set(runs) == {f"{a} (seed {s})" for a in d.arms for s in (1, 2)}
 
