@@ -3,6 +3,7 @@
 SHELL := /bin/bash
 VENV := .venv
 REALSPEECH ?= $(or $(WHISPERLINE_REALSPEECH),../shared/data/realspeech)
+REALTRAIN ?= $(or $(WHISPERLINE_REALTRAIN),../shared/data/realspeech-train/speechocean762)
 export PREFECT_HOME ?= $(CURDIR)/.prefect
 # A fresh machine runs the Prefect database migrations on first start (can take > 60 s).
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 300
@@ -16,7 +17,7 @@ setup:
 	@bash scripts/setup.sh
 
 run: setup
-	$(VENV)/bin/whisperline run $(if $(REAL),--realspeech $(REALSPEECH)) $(if $(SUMMARY),--summary-json $(SUMMARY))
+	$(VENV)/bin/whisperline run $(if $(REAL),--realspeech $(REALSPEECH) --real-train $(REALTRAIN)) $(if $(SUMMARY),--summary-json $(SUMMARY))
 
 test: setup
 	WHISPERLINE_REALSPEECH=$(REALSPEECH) $(VENV)/bin/pytest -q

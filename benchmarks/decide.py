@@ -39,6 +39,7 @@ per seed of ``seeds``, and the rule must hold at every seed::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import subprocess
@@ -146,8 +147,12 @@ def judge(d: Decision, rows: dict[str, dict[str, dict]]) -> dict[str, Any]:
 
 def judge_seeds(d: Decision, rows: dict[Any, dict[str, dict[str, dict]]]) -> dict[str, Any]:
     """:func:`judge` at each seed ({seed: {set: {arm: row}}}); ``chosen``: of the arms that qualify at every seed,
-    the one with the lowest mean ``better`` (the reference where none does)."""
+    the one with the lowest mean ``better`` (the reference where none does); ``pending`` while a seed of the
+    decision has no rows yet (``pending_seeds``): the rule needs every seed."""
     per = {seed: judge(d, r) for seed, r in rows.items()}
+    missing = [s for s in d.seeds if s not in rows]
+    if missing:
+        return {"chosen": "pending", "pending_seeds": missing, "seeds": per}
     every = [a for a in d.arms if a != d.reference and all(v["arms"][a].get("qualifies") for v in per.values())]
     chosen = min(every, key=lambda a: statistics.mean(v["arms"][a][d.adopt.set][d.adopt.better]
                                                       for v in per.values())) if every else d.reference
@@ -171,6 +176,23 @@ def train_arms(d: Decision, datasets: dict[str, str], dev: list[str], seed: int,
                                      "storage_path": str(work / "ray")})
         out[arm] = run_finetune(cfg.for_chunk(load(**spec_overrides(o)).chunk_ms))["adapter_dir"]
     return out
+
+
+def seed_rows(d: Decision, datasets: dict[str, str], real: list[str], seed: int, tracking_uri: str, work: Path,
+              run: bool = True) -> dict[str, dict[str, dict]] | None:
+    """One seed's scored rows ({set: {arm: row}}), kept under ``work/rows`` by decision, arms and dev sets: a
+    decision run a seed at a time (one session's CPU) is judged once every seed has rows. ``run=False``: only
+    what is kept (None where nothing is)."""
+    key = hashlib.sha256(json.dumps([d.arms, d.sets, real], sort_keys=True).encode()).hexdigest()[:12]
+    path = work / "rows" / f"{d.name}-{key}" / f"seed-{seed}.json"
+    if path.exists():
+        return json.loads(path.read_text(encoding="utf-8"))
+    if not run:
+        return None
+    rows = score(d, real, train_arms(d, datasets, real, seed, tracking_uri, work))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rows, default=str), encoding="utf-8")
+    return rows
 
 
 def score(d: Decision, real: list[str], adapters: dict[str, str | None]) -> dict[str, dict[str, dict]]:
@@ -240,10 +262,12 @@ def record(d: Decision, verdict: dict, commit: str) -> str:
                   ", ".join(f"{a} {ci}" for a, ci in better.items())]
         for which, domains in v.get("domains", {}).items():
             lines += ["", f"Per domain ({which}):", "", domains_markdown(domains, d.reference).rstrip()]
-    lines += ["",
-              f"**Verdict.** {verdict['chosen']}" + (" (the reference stays)" if verdict["chosen"] == d.reference
-                                                    else " adopted"), "", f"Commit: {commit}. Per-arm runs: MLflow "
-              f"experiment `{EXPERIMENT}`.", ""]
+    if verdict.get("pending_seeds"):
+        outcome = f"pending: seed(s) {verdict['pending_seeds']} not run yet (the rule needs every seed)"
+    else:
+        outcome = verdict["chosen"] + (" (the reference stays)" if verdict["chosen"] == d.reference else " adopted")
+    lines += ["", f"**Verdict.** {outcome}", "", f"Commit: {commit}. Per-arm runs: MLflow experiment `{EXPERIMENT}`.",
+              ""]
     return "\n".join(lines)
 
 
@@ -255,6 +279,8 @@ def main() -> None:
     parser.add_argument("--adapter", help="the causal adapter the arms run on (default: the original weights)")
     parser.add_argument("--state", default="outputs/bench-evaluation/state.json",
                         help="the release's state.json: the dataset versions a recipe decision's arms name")
+    parser.add_argument("--seeds", type=int, nargs="+", help="a recipe decision: train and score only these of its "
+                        "seeds now (the others' kept rows are used; judged once every seed has rows)")
     parser.add_argument("--tracking-uri", default=None)
     parser.add_argument("--out", default=str(REPO / "docs" / "decisions"), help="where the record is written")
     parser.add_argument("--evidence", default=str(REPO / "benchmarks" / "results" / "selection"),
@@ -271,7 +297,9 @@ def main() -> None:
         raise SystemExit("no dev set: give --real DIR or a --state that names one")
     if d.trains:
         work = REPO / "outputs" / "decisions" / "recipes"  # shared: an arm another decision trained is reused
-        rows = {seed: score(d, real, train_arms(d, datasets, real, seed, uri, work)) for seed in d.seeds}
+        run = set(args.seeds or d.seeds)
+        rows = {seed: r for seed in d.seeds
+                if (r := seed_rows(d, datasets, real, seed, uri, work, run=seed in run)) is not None}
         verdict = judge_seeds(d, rows)
     else:
         verdict = judge(d, score(d, real, dict.fromkeys(d.arms, args.adapter)))

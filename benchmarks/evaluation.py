@@ -48,10 +48,9 @@ REAL_SPLITS = {"train": 0.0, "dev": 0.4, "test": 0.6}
 # speaker, dev held 19 words of the domain and test 479 (42 % of test's words), so no dev choice could see it
 # (data.splits, docs/decisions/dev-test-split.md). The next largest speaker holds 3 %.
 DOMINANT_SPEAKER_SHARE = 0.1
-# L2 English (speechocean762, 230 speakers, read in place): split by speaker, its dev and test speakers an `l2` domain
-# of the dev and test sets, its train speakers training speech (docs/decisions/l2-split.md)
+# L2 English (speechocean762, 230 speakers, read in place): split by speaker (the profile's real_train_splits), its
+# dev and test speakers an `l2` domain of the dev and test sets, its train speakers training speech
 L2_CORPUS = "realspeech-train/speechocean762"
-L2_SPLITS = {"train": 0.8, "dev": 0.1, "test": 0.1}
 # the continuous recordings, held out by recording (never inside one), dealt by words: a long-form dev set for the
 # long-form choices and a test set (docs/decisions/longform-split.md)
 LONGFORM_SPLITS = {"dev": 0.25, "test": 0.75}
@@ -96,7 +95,8 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, 
     from data.tts_kokoro import kokoro_texts, write_kokoro_corpus
     from flows.build_dataset import run_build
 
-    base = load_pipeline_config(str(REPO / "configs" / "smoke.yaml")).dataset
+    profile = load_pipeline_config(str(REPO / "configs" / "smoke.yaml"))
+    base = profile.dataset
     writers = {
         "synth": lambda: write_synthetic_corpus(out / "corpora" / f"synth-{n_synth}", n_synth, seed=0),
         "kokoro_train": lambda: write_kokoro_corpus(out / "corpora" / "kokoro-train",
@@ -116,7 +116,7 @@ def build_datasets(out: Path, shared_data: Path, n_synth: int, only: tuple[str, 
         "real": base.model_copy(update={"name": "realspeech-eval", "split_by": "auto", "splits": REAL_SPLITS,
                                         "split_balance": "words",
                                         "dominant_speaker_share": DOMINANT_SPEAKER_SHARE}),
-        "l2": base.model_copy(update={"name": "speechocean762", "split_by": "speaker", "splits": L2_SPLITS}),
+        "l2": profile.real_train_dataset("speechocean762"),
         "longform": base.model_copy(update={"name": "longform", "split_by": "utterance", "splits": LONGFORM_SPLITS,
                                             "split_balance": "words"}),
     }

@@ -48,6 +48,9 @@ class PipelineConfig(BaseModel):
     # large test share, because real speech is what the headline numbers are measured on (train trains, dev
     # selects, test is only reported).
     real_splits: dict[str, float] = Field(default_factory=lambda: {"train": 0.4, "dev": 0.2, "test": 0.4})
+    # Real training speech (--real-train, a corpus of many speakers): split by speaker; its train speakers join the
+    # training sets, its dev and test speakers the dev and test sets (docs/decisions/l2-split.md).
+    real_train_splits: dict[str, float] = Field(default_factory=lambda: {"train": 0.8, "dev": 0.1, "test": 0.1})
     # The evaluate stage: the real PyPI peers (whisperlivekit) beside ours on the held-out test split, at these
     # chunk sizes (1 s: where they keep up with real time on 2 cores).
     evaluate_peers: bool = True
@@ -94,6 +97,11 @@ class PipelineConfig(BaseModel):
     def real_dataset(self) -> DatasetConfig:
         """The build settings of the real speech: the profile's, with the speaker-aware split."""
         return self.dataset.model_copy(update={"name": "realspeech", "split_by": "auto", "splits": self.real_splits})
+
+    def real_train_dataset(self, name: str) -> DatasetConfig:
+        """The build settings of the real training speech (``name``: the corpus's, which a finetune section's
+        ``dataset_fractions`` names): the profile's, split by speaker."""
+        return self.dataset.model_copy(update={"name": name, "split_by": "speaker", "splits": self.real_train_splits})
 
     def _runtime(self) -> dict:
         return {"model": self.model, "tracking_uri": self.tracking_uri, "num_workers": self.num_workers}

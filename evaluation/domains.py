@@ -16,7 +16,7 @@ from typing import Any
 from data.corpus import DOMAINS, domain_of
 from evaluation import intervals
 
-__all__ = ["DOMAINS", "by_domain", "domain_of", "markdown"]
+__all__ = ["DOMAINS", "by_domain", "domain_of", "markdown", "wer_tags"]
 
 def by_domain(rows: Sequence[Mapping[str, Any]], domain: Mapping[str, str] | None = None,
               reference: str | None = None, seed: int = 0,
@@ -52,6 +52,21 @@ def by_domain(rows: Sequence[Mapping[str, Any]], domain: Mapping[str, str] | Non
                                      for name, units in systems.items() if name != reference}
         out[d] = entry
     return out
+
+
+def wer_tags(row: Mapping[str, Any], prefix: str) -> dict[str, str]:
+    """A registered version's per-domain numbers from its evaluated row: ``<prefix>_wer_<domain>`` → "WER [lo, hi]"
+    (95 % interval) and ``<prefix>_utterances_<domain>``; none where no utterance of the row carries a domain (a row
+    without per-utterance results, or scored before domains existed); some without one raise (:func:`by_domain`)."""
+    units = row.get("per_utterance") or []
+    if all(u.get("domain") is None for u in units):
+        return {}
+    tags = {}
+    for d, e in by_domain([row]).items():
+        lo, hi = e["ci95"][row["name"]]
+        tags[f"{prefix}_wer_{d}"] = f"{e['wer'][row['name']]} [{lo}, {hi}]"
+        tags[f"{prefix}_utterances_{d}"] = str(e["utterances"])
+    return tags
 
 
 def _rounded(c: dict[str, Any]) -> dict[str, Any]:

@@ -232,22 +232,24 @@ def pipeline_cmd(
     config: Annotated[Path, typer.Option(help="YAML profile (smoke: this machine; cluster: Ray cluster + MLflow server)")] = (
         Path(__file__).resolve().parent.parent / "configs" / "smoke.yaml"),
     realspeech: Annotated[Optional[str], typer.Option(help="also train/evaluate on this real-speech folder")] = None,
+    real_train: Annotated[Optional[str], typer.Option(help="also train on this real-speech corpus of many speakers "
+                                                      "(split by speaker; its dev/test speakers join dev/test)")] = None,
     output_root: Annotated[Optional[Path], typer.Option()] = None,
     tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
     summary_json: Annotated[Optional[Path], typer.Option(help="also write the pipeline's result here (JSON)")] = None,
 ) -> None:
     """The whole DAG: dataset → hush word → causal LoRA → EMMA sweep → evaluate → promote (re-runs skip done stages)."""
-    _run_pipeline(config, realspeech, output_root, tracking_uri, summary_json)
+    _run_pipeline(config, realspeech, output_root, tracking_uri, summary_json, real_train)
 
 
 def _run_pipeline(config: Path, realspeech: str | None, output_root: Path | None, tracking_uri: str | None,
-                  summary_json: Path | None = None) -> None:
+                  summary_json: Path | None = None, real_train: str | None = None) -> None:
     from configs.pipeline import load_pipeline_config
     from flows.pipeline import run_pipeline
 
     cfg = load_pipeline_config(str(config), output_root=str(output_root) if output_root else None,
                                tracking_uri=tracking_uri)
-    result = run_pipeline(cfg, realspeech)
+    result = run_pipeline(cfg, realspeech, real_train)
     if summary_json:
         summary_json.parent.mkdir(parents=True, exist_ok=True)
         summary_json.write_text(json.dumps(result, indent=2, default=str))
@@ -307,6 +309,8 @@ def serve_cmd(
 @app.command("run")
 def run_main(
     realspeech: Annotated[Optional[str], typer.Option(help="also build a dataset from this real-speech folder")] = None,
+    real_train: Annotated[Optional[str], typer.Option(help="also train on this real-speech corpus of many speakers "
+                                                      "(split by speaker; its dev/test speakers join dev/test)")] = None,
     n_synth: Annotated[int, typer.Option(help="synthetic utterances to generate")] = 40,
     output_root: Annotated[Path, typer.Option()] = Path("outputs"),
     config: Annotated[Optional[Path], typer.Option(help="YAML profile")] = Path(__file__).resolve().parent.parent / "configs" / "smoke.yaml",
@@ -316,7 +320,7 @@ def run_main(
     """The main job on the embedded default: the whole pipeline on an espeak-ng corpus (``--dataset-only``: just
     synthesize and build the dataset)."""
     if not dataset_only:
-        _run_pipeline(config, realspeech, output_root, None, summary_json)
+        _run_pipeline(config, realspeech, output_root, None, summary_json, real_train)
         return
     from data.synth import write_synthetic_corpus
     from flows.build_dataset import run_build

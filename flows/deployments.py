@@ -16,8 +16,9 @@ from flows.sweep_emma import sweep_emma
 
 
 @flow(name="pipeline-profile")
-def pipeline_profile(profile: str = "configs/smoke.yaml", realspeech: str | None = None) -> dict:
-    return pipeline(config=load_pipeline_config(profile), realspeech=realspeech)
+def pipeline_profile(profile: str = "configs/smoke.yaml", realspeech: str | None = None,
+                     real_train: str | None = None) -> dict:
+    return pipeline(config=load_pipeline_config(profile), realspeech=realspeech, real_train=real_train)
 
 
 @flow(name="dataset-refresh")

@@ -33,13 +33,13 @@ __all__ = ["PipelineBusy", "pipeline", "run_pipeline"]
 
 
 @flow(name="whisperline-pipeline", log_prints=True)
-def pipeline(config: PipelineConfig, realspeech: str | None = None) -> dict:
+def pipeline(config: PipelineConfig, realspeech: str | None = None, real_train: str | None = None) -> dict:
     tracking_uri = preflight(config)
     with output_root_lock(config):
-        return _stages(config, realspeech, tracking_uri)
+        return _stages(config, realspeech, real_train, tracking_uri)
 
 
-def _stages(config: PipelineConfig, realspeech: str | None, tracking_uri: str) -> dict:
+def _stages(config: PipelineConfig, realspeech: str | None, real_train: str | None, tracking_uri: str) -> dict:
     started = time.perf_counter()
     times: dict[str, float] = {}
     out: dict = {}
@@ -58,14 +58,21 @@ def _stages(config: PipelineConfig, realspeech: str | None, tracking_uri: str) -
     on_ray = {"ray_address": config.build.ray_address, "workers": config.build.workers}
     synth = timed("build_dataset", build_dataset, corpus=corpus, output_root=str(root / "datasets"), config=data_cfg,
                   **on_ray)
-    datasets, validation = [synth["version_dir"]], [synth["version_dir"]]
+    datasets, held_out = [synth["version_dir"]], []
     out["build_dataset"] = {"synthetic": synth}
     if realspeech:
         real = build_dataset(corpus=realspeech, output_root=str(root / "datasets"), config=config.real_dataset(),
                              **on_ray)
-        datasets.append(real["version_dir"])
-        validation = [real["version_dir"]]
         out["build_dataset"]["realspeech"] = real
+        held_out.append(real["version_dir"])
+    if real_train:  # its train speakers train, its dev and test speakers join dev and test (a domain of their own)
+        name = Path(real_train).resolve().name
+        l2 = build_dataset(corpus=real_train, output_root=str(root / "datasets"),
+                           config=config.real_train_dataset(name), **on_ray)
+        out["build_dataset"][name] = l2
+        held_out.append(l2["version_dir"])
+    datasets += held_out  # their train splits (the real corpora's dev and test splits are never read for training)
+    validation = held_out or [synth["version_dir"]]  # dev selects on real speech where there is some
     if "train_hush_word" in config.stages:
         out["train_hush_word"] = timed("train_hush_word", train_hush_word_flow, config.hush_word_config(datasets))
     adapters: dict[int, str] = {}
@@ -84,7 +91,7 @@ def _stages(config: PipelineConfig, realspeech: str | None, tracking_uri: str) -
             ["| system (dev split) | WER | ARWER | AL ms |", "|---|---|---|---|"]
             + [f"| {r['system']} | {r['wer']} | {r['arwer']} | {r['al_ms']} |" for r in out["evaluate"]]))
         hush_dir = ((out.get("train_hush_word") or {}).get("training") or {}).get("hush_word_dir")
-        held_out = [real["version_dir"]] if realspeech else [synth["version_dir"]]
+        held_out = validation  # the same datasets' `test` splits
         specs = evaluation_specs(config, adapters, out.get("sweep_emma"), hush_dir)
         champion = None
         candidates = recognizer_candidates(config, adapters, out.get("sweep_emma"), hush_dir)
@@ -113,6 +120,6 @@ def _stages(config: PipelineConfig, realspeech: str | None, tracking_uri: str) -
     return out
 
 
-def run_pipeline(config: PipelineConfig, realspeech: str | None = None) -> dict:
+def run_pipeline(config: PipelineConfig, realspeech: str | None = None, real_train: str | None = None) -> dict:
     with prefect_api():
-        return pipeline(config=config, realspeech=realspeech)
+        return pipeline(config=config, realspeech=realspeech, real_train=real_train)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from data.tracking import client
+from evaluation import domains
 from evaluation.intervals import compare
 from evaluation.report import OFFLINE_KINDS, _groups
 
@@ -178,7 +179,7 @@ def dev_tags(row: Mapping[str, Any], eval_set: str) -> dict[str, str]:
     if ci:
         tags["dev_wer_ci95"] = f"[{ci[0]}, {ci[1]}]"
     tags["eval_set"] = eval_set
-    return tags
+    return tags | domains.wer_tags(row, "dev")
 
 
 def promote(tracking_uri: str, rows: Sequence[Mapping[str, Any]], versions: Mapping[str, Mapping[str, str]],

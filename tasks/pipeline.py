@@ -14,6 +14,7 @@ from prefect.cache_policies import NO_CACHE
 from configs.pipeline import PipelineConfig
 from data.synth import write_synthetic_corpus
 from data.tracking import client, default_tracking_uri, require_tracking
+from evaluation import domains
 from evaluation.peers import peers_available
 from recognizer.build import default_specs, peer_specs
 from recognizer.spec import Decoding, RecognizerSpec, Weights, served
@@ -86,7 +87,7 @@ def dev_selected_emma(config: PipelineConfig, adapters: dict[int, str], sweep: d
 def tag_version_test_numbers(tracking_uri: str, registered_model: str, version: str, row: dict, test_set: dict,
                              keys: tuple[str, ...]) -> dict[str, str]:
     """A version chosen on `dev` gets its held-out `test` numbers (reported, never selected on) as ``test_*`` tags."""
-    tags = {f"test_{k}": str(row[k]) for k in keys}
+    tags = {f"test_{k}": str(row[k]) for k in keys} | domains.wer_tags(row, "test")
     tags |= {"test_set": f"{test_set['n_utterances']} utterances, {test_set['seconds']} s, "
                          f"{test_set['speakers']} speakers",
              "test_set_audio_sha256": test_set.get("audio_sha256", ""), "selected_on": "dev split"}

@@ -121,6 +121,9 @@ def test_a_recipe_decision_trains_per_seed_and_adopts_only_what_every_seed_carri
     assert both["chosen"] == "real" and all(v["arms"]["real"]["qualifies"] for v in both["seeds"].values())
     one = judge_seeds(d, {1: rows(better), 2: rows([8 + i % 2 for i in range(N)])})  # seed 2 does not carry it
     assert one["chosen"] == "synthetic"
+    part = judge_seeds(d, {1: rows(better)})  # a seed at a time: no verdict before every seed has rows
+    assert part["chosen"] == "pending" and part["pending_seeds"] == [2]
+    assert "**Verdict.** pending: seed(s) [2]" in record(d, part, "abc1234")
     text = record(d, both, "abc1234")
     assert "Seed 1:" in text and "Seed 2:" in text and "**Verdict.** real adopted" in text
     l2 = both["seeds"][1]["domains"]["real"]["l2"]  # each domain's WER and the difference to the reference

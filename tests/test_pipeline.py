@@ -61,6 +61,8 @@ def test_pipeline_runs_end_to_end_and_reruns_only_what_changed(prefect_server, r
     mv = c.get_model_version_by_alias(name, "champion")
     assert mv.version == champion["version"] and mv.tags["dev_wer"] and mv.tags["eval_set"].startswith("dev")
     assert mv.tags["test_wer"] == str(champ_rows[0]["wer"]) and mv.tags["gate"]
+    per_domain = {k for k in mv.tags if k.startswith(("dev_wer_", "test_wer_")) and not k.endswith("_ci95")}
+    assert {k.split("_", 2)[0] for k in per_domain} == {"dev", "test"}  # its WER per domain, dev and test
     assert c.get_model_version_by_alias(name, "champion-300ms").version and c.get_model_version_by_alias(
         name, "champion-fast").version
     n_versions = len(c.search_model_versions(f"name = '{name}'"))
@@ -68,7 +70,7 @@ def test_pipeline_runs_end_to_end_and_reruns_only_what_changed(prefect_server, r
     # only the sweep space changed: training is reused, the sweep re-runs (the evaluation too: its timings are part
     # of its result), and the recognizers are the ones registered (EMMA is no candidate): no new versions
     changed = _config(tmp_path, mlflow_server, evaluate_peers=False)
-    changed = changed.model_copy(update={"emma_sweep": {**changed.emma_sweep, "t_emma": [0.3, 0.4]}})
+    changed = changed.model_copy(update={"emma_sweep": {**changed.emma_sweep, "t_emma": [0.05, 0.5]}})
     again = pipeline(config=changed)
     assert again["build_dataset"]["synthetic"]["skipped"]
     assert again["finetune_causal"][0]["run_id"] == first["finetune_causal"][0]["run_id"]
@@ -76,6 +78,10 @@ def test_pipeline_runs_end_to_end_and_reruns_only_what_changed(prefect_server, r
     assert not again["sweep_emma"]["skipped"]
     assert again["sweep_emma"]["parent_run_id"] != first["sweep_emma"]["parent_run_id"]
     assert sum(t["trained_here"] for t in again["sweep_emma"]["trials"]) == 0  # same policy: thresholds only
+    # the threshold trades lag for words: below the short-trained policy's write probability (about sigmoid(b/τ) =
+    # 0.08) it writes at once, above it each token waits up to max_stall chunks
+    by_t = {t["t_emma"]: t for t in again["sweep_emma"]["trials"]}
+    assert by_t[0.5]["al_ms"] > by_t[0.05]["al_ms"]
     assert client(mlflow_server).get_run(again["sweep_emma"]["parent_run_id"]).info.status == "FINISHED"
     assert len(c.search_model_versions(f"name = '{name}'")) == n_versions
     assert all(r["reused"] == "true" for r in again["promote_recognizers_registered"].values())

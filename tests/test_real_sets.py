@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.evaluation import L2_CORPUS, L2_SPLITS, LONGFORM_SPLITS
+from benchmarks.evaluation import L2_CORPUS, LONGFORM_SPLITS
+from configs.pipeline import PipelineConfig
 from data.corpus import read_corpus
 from data.splits import assign_split, deal_groups
 
@@ -40,7 +41,7 @@ def test_the_speaker_split_holds_children_and_adults_in_each_split(l2_root):
 
     salt = DatasetConfig().split_salt  # the split the dataset build makes (split_by: speaker)
     info = list(csv.DictReader((l2_root / "speaker_info.tsv").open(), delimiter="\t"))
-    split = {r["speaker"]: assign_split(r["speaker"], L2_SPLITS, salt) for r in info}
+    split = {r["speaker"]: assign_split(r["speaker"], PipelineConfig().real_train_splits, salt) for r in info}
     groups = Counter((split[r["speaker"]], "child" if int(r["age"]) <= 15 else "adult") for r in info)
     for name in ("dev", "test"):
         assert groups[(name, "child")] + groups[(name, "adult")] >= 20, groups

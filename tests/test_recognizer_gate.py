@@ -40,6 +40,19 @@ def test_ties_go_to_the_lower_latency_and_tags_carry_the_interval():
     assert choose(rows)[CHAMPION][0] == "quick"
     tags = dev_tags({**rows[0], "ci95": {"wer": [0.05, 0.15]}, "word_latency_ms_p90": 1200}, "dev: 40 utts")
     assert tags["dev_wer"] == "0.1" and tags["dev_wer_ci95"] == "[0.05, 0.15]" and tags["eval_set"] == "dev: 40 utts"
+    assert not any(k.startswith("dev_wer_") and k != "dev_wer_ci95" for k in tags)  # no per-utterance rows: no domains
+
+
+def test_a_version_carries_its_wer_per_domain_with_its_interval():
+    timing = {"compute_ms": 100.0, "audio_ms": 1000.0, "word_latency_ms": [500.0]}
+    per = [{"utt_id": f"r{i}", "domain": "read", "errors": i % 2, "ref_words": 10, **timing} for i in range(10)]
+    per += [{"utt_id": f"l{i}", "domain": "l2", "errors": 4, "ref_words": 10, **timing} for i in range(6)]
+    tags = dev_tags({**row("a", 0.17, 600, 0.1, 300), "per_utterance": per}, "dev")
+    assert tags["dev_wer_read"].startswith("0.05 [") and tags["dev_utterances_read"] == "10"
+    assert tags["dev_wer_l2"] == "0.4 [0.4, 0.4]" and tags["dev_utterances_l2"] == "6"
+    with pytest.raises(ValueError):  # an utterance whose domain is unknown is never dropped silently
+        dev_tags({**row("a", 0.17, 600, 0.1, 300), "per_utterance": [*per, {**per[0], "utt_id": "x",
+                                                                             "domain": None}]}, "dev")
 
 
 def test_two_pass_candidates_cover_each_verifier_padding_and_need_a_hush_word_only_for_it():
