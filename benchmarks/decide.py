@@ -232,6 +232,8 @@ def log_arms(d: Decision, verdict: dict, tracking_uri: str, commit: str) -> dict
                 for metric, value in numbers[which].items():
                     if isinstance(value, (int, float)):
                         c.log_metric(run.info.run_id, f"{which}.{metric}", float(value))
+                for domain, entry in v.get("domains", {}).get(which, {}).items():  # the curve per domain
+                    c.log_metric(run.info.run_id, f"{which}.wer.{domain}", float(entry["wer"][arm]))
             c.set_terminated(run.info.run_id, "FINISHED")
             runs[key] = run.info.run_id
     return runs

@@ -131,6 +131,10 @@ def test_a_recipe_decision_trains_per_seed_and_adopts_only_what_every_seed_carri
     assert "Per domain (real):" in text and "| l2 (6 utts, 300 words)" in text
     runs = log_arms(d, both, f"sqlite:///{tmp_path / 'mlflow.db'}", "abc1234")
     assert set(runs) == {f"{a} (seed {s})" for a in d.arms for s in (1, 2)}
+    from data.tracking import client
+
+    logged = client(f"sqlite:///{tmp_path / 'mlflow.db'}").get_run(runs["real (seed 1)"]).data.metrics
+    assert logged["real.wer.l2"] == both["seeds"][1]["domains"]["real"]["l2"]["wer"]["real"]
 
 
 def test_a_recipe_decision_without_seeds_or_with_an_unknown_setting_is_refused(tmp_path):
