@@ -164,7 +164,8 @@ def stage_train(args, out: Path, state: dict) -> None:
     from training.causal.run import run_finetune
 
     cfg = load_finetune_config(str(REPO / "configs" / "smoke.yaml"), datasets=tuple(_train_sets(state)),
-                               validation_datasets=tuple(_eval_sets(state)), max_steps=args.steps,
+                               validation_datasets=tuple(_eval_sets(state)),
+                               **({"max_steps": args.steps} if args.steps else {}),
                                tracking_uri=args.tracking)
     cfg = cfg.model_copy(update={"storage_path": str(out / "ray"), "output_dir": str(out / "adapters"),
                                  "experiment": "bench-evaluation", "validation_limit": 16})
@@ -348,7 +349,8 @@ def main() -> None:
     parser.add_argument("--shared-data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--n-synth", type=int, default=240)
     parser.add_argument("--datasets", default="", help="data: only these (e.g. real,longform; default: every one)")
-    parser.add_argument("--steps", type=int, default=160, help="train: the adapter's steps")
+    parser.add_argument("--steps", type=int, default=None, help="train: the adapter's steps (default: the recipe's, "
+                        "configs/smoke.yaml's finetune section)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--budgets", default="300,500,1000", help="select / release: the latency budgets whose "
                         "peer configurations are scored ('' for none: select then only re-chooses)")
