@@ -70,6 +70,7 @@ class Adopt:
     better: str = "wer"
     set: str = "real"  # (not "on": YAML reads a bare `on` as true)
     wer_margin: float | None = None
+    no_domain_worse: bool = False  # also: on no domain of any set is the arm's WER separably above the reference's
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,10 @@ def judge(d: Decision, rows: dict[str, dict[str, dict]]) -> dict[str, Any]:
     def ci(which: str, arm: str, metric: str) -> list[float]:
         return compare(rows[which][arm]["per_utterance"], rows[which][ref]["per_utterance"], metric)["ci95"]
 
+    domains = {which: by_domain(list(rows[which].values()), reference=ref) for which in d.sets
+               if all("domain" in u for r in rows[which].values() for u in r["per_utterance"])}
+    if d.adopt.no_domain_worse and set(domains) != set(d.sets):
+        raise ValueError("adopt.no_domain_worse needs a domain on every scored utterance")
     arms: dict[str, dict] = {}
     for arm in d.arms:
         out = {which: {m: rows[which][arm].get(m) for m in METRICS} for which in d.sets}
@@ -135,13 +140,14 @@ def judge(d: Decision, rows: dict[str, dict[str, dict]]) -> dict[str, Any]:
             better = ci(d.adopt.set, arm, d.adopt.better)
             wer_ok = all((c[1] <= d.adopt.wer_margin) if d.adopt.wer_margin is not None else c[0] <= 0
                          for c in wer.values())
-            out |= {"wer_vs_reference_ci95": wer, "better_vs_reference_ci95": better,
-                    "qualifies": wer_ok and better[1] < 0}
+            worse = sorted(f"{which}/{dom}" for which, per in domains.items() for dom, e in per.items()
+                           if e["vs_reference"][arm]["ci95"][0] > 0)
+            domain_ok = not (d.adopt.no_domain_worse and worse)
+            out |= {"wer_vs_reference_ci95": wer, "better_vs_reference_ci95": better, "domains_worse": worse,
+                    "qualifies": wer_ok and domain_ok and better[1] < 0}
         arms[arm] = out
     qualifying = [a for a in d.arms if arms[a].get("qualifies")]
     chosen = min(qualifying, key=lambda a: arms[a][d.adopt.set][d.adopt.better]) if qualifying else ref
-    domains = {which: by_domain(list(rows[which].values()), reference=ref) for which in d.sets
-               if all("domain" in u for r in rows[which].values() for u in r["per_utterance"])}
     return {"chosen": chosen, "arms": arms, "domains": domains}
 
 

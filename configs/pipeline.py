@@ -51,6 +51,9 @@ class PipelineConfig(BaseModel):
     # Real training speech (--real-train, a corpus of many speakers): split by speaker; its train speakers join the
     # training sets, its dev and test speakers the dev and test sets (docs/decisions/l2-split.md).
     real_train_splits: dict[str, float] = Field(default_factory=lambda: {"train": 0.8, "dev": 0.1, "test": 0.1})
+    # ... and how much of its train speakers' speech trains (a fraction of the utterances, nested subsets by key
+    # hash): the adopted mix (docs/decisions/real-speech-recipe.md; 0: its dev and test speakers only evaluate)
+    real_train_fraction: float = Field(0.0, ge=0.0, le=1.0)
     # The evaluate stage: the real PyPI peers (whisperlivekit) beside ours on the held-out test split, at these
     # chunk sizes (1 s: where they keep up with real time on 2 cores).
     evaluate_peers: bool = True
@@ -114,9 +117,12 @@ class PipelineConfig(BaseModel):
         return HushWordConfig(**{**self._under_root(storage_path="ray", output_dir="hush_words"), **self.hush_word,
                                  **self._runtime(), "datasets": tuple(datasets), "validation_datasets": tuple(validation)})
 
-    def finetune_config(self, datasets, validation=()) -> FinetuneConfig:
+    def finetune_config(self, datasets, validation=(), fractions: dict[str, float] | None = None) -> FinetuneConfig:
+        """``fractions``: a share of a named training dataset's utterances (the real training speech's mix)."""
+        extra = {"dataset_fractions": {**self.finetune.get("dataset_fractions", {}), **fractions}} if fractions else {}
         return FinetuneConfig(**{**self._under_root(storage_path="ray", output_dir="adapters"), **self.finetune,
-                                 **self._runtime(), "datasets": tuple(datasets), "validation_datasets": tuple(validation)})
+                                 **self._runtime(), "datasets": tuple(datasets), "validation_datasets": tuple(validation),
+                                 **extra})
 
     def sweep_config(self, datasets, validation, adapter_dir: str) -> SweepConfig:
         values = {**self._under_root(policy_store="emma/policies", storage_path="ray-tune"), **self.emma_sweep}

@@ -58,27 +58,31 @@ def _stages(config: PipelineConfig, realspeech: str | None, real_train: str | No
     on_ray = {"ray_address": config.build.ray_address, "workers": config.build.workers}
     synth = timed("build_dataset", build_dataset, corpus=corpus, output_root=str(root / "datasets"), config=data_cfg,
                   **on_ray)
-    datasets, held_out = [synth["version_dir"]], []
+    datasets, real_sets = [synth["version_dir"]], []
     out["build_dataset"] = {"synthetic": synth}
-    if realspeech:
+    if realspeech:  # its train split trains, its dev and test splits select and report
         real = build_dataset(corpus=realspeech, output_root=str(root / "datasets"), config=config.real_dataset(),
                              **on_ray)
         out["build_dataset"]["realspeech"] = real
-        held_out.append(real["version_dir"])
-    if real_train:  # its train speakers train, its dev and test speakers join dev and test (a domain of their own)
-        name = Path(real_train).resolve().name
+        real_sets.append(real["version_dir"])
+        datasets.append(real["version_dir"])
+    fractions: dict[str, float] = {}
+    if real_train:  # its dev and test speakers join dev and test (a domain of their own); its train speakers train
+        name = Path(real_train).resolve().name  # by the adopted share (0: none)
         l2 = build_dataset(corpus=real_train, output_root=str(root / "datasets"),
                            config=config.real_train_dataset(name), **on_ray)
         out["build_dataset"][name] = l2
-        held_out.append(l2["version_dir"])
-    datasets += held_out  # their train splits (the real corpora's dev and test splits are never read for training)
-    validation = held_out or [synth["version_dir"]]  # dev selects on real speech where there is some
+        real_sets.append(l2["version_dir"])
+        if config.real_train_fraction > 0:
+            datasets.append(l2["version_dir"])
+            fractions = {name: config.real_train_fraction} if config.real_train_fraction < 1 else {}
+    validation = real_sets or [synth["version_dir"]]  # dev selects on real speech where there is some
     if "train_hush_word" in config.stages:
         out["train_hush_word"] = timed("train_hush_word", train_hush_word_flow, config.hush_word_config(datasets))
     adapters: dict[int, str] = {}
     if "finetune_causal" in config.stages:
         one_at_a_time = finetune_causal.with_options(task_runner=ThreadPoolTaskRunner(max_workers=1))
-        rows = timed("finetune_causal", one_at_a_time, config.finetune_config(datasets, validation),
+        rows = timed("finetune_causal", one_at_a_time, config.finetune_config(datasets, validation, fractions),
                      list(config.chunk_sizes))
         out["finetune_causal"] = rows
         adapters = {r["chunk_ms"]: r["adapter_dir"] for r in rows if r.get("status") == "ok" and r["variant"] != "rcs"}

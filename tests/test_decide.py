@@ -4,6 +4,8 @@ becomes a run in a real MLflow store, and the record names the rule, the interva
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from benchmarks.decide import judge, load_decision, log_arms, record
@@ -121,6 +123,12 @@ def test_a_recipe_decision_trains_per_seed_and_adopts_only_what_every_seed_carri
     assert both["chosen"] == "real" and all(v["arms"]["real"]["qualifies"] for v in both["seeds"].values())
     one = judge_seeds(d, {1: rows(better), 2: rows([8 + i % 2 for i in range(N)])})  # seed 2 does not carry it
     assert one["chosen"] == "synthetic"
+    # the L2 half gains, the read half loses: adopted on the pooled rule, refused where no domain may get worse
+    mixed = [9 + i % 2 for i in range(N // 2)] + [0] * (N // 2)  # read: 8 → 9-10 errors; l2: 8 → 0
+    assert judge_seeds(d, {1: rows(mixed), 2: rows(mixed)})["chosen"] == "real"
+    strict = replace(d, adopt=replace(d.adopt, no_domain_worse=True))
+    refused = judge_seeds(strict, {1: rows(mixed), 2: rows(mixed)})
+    assert refused["chosen"] == "synthetic" and refused["seeds"][1]["arms"]["real"]["domains_worse"] == ["real/read"]
     part = judge_seeds(d, {1: rows(better)})  # a seed at a time: no verdict before every seed has rows
     assert part["chosen"] == "pending" and part["pending_seeds"] == [2]
     assert "**Verdict.** pending: seed(s) [2]" in record(d, part, "abc1234")

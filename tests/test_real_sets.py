@@ -91,3 +91,19 @@ def test_the_long_form_recordings_split_whole_into_a_dev_and_a_test_set():
     minutes = {name: sum(seconds[r] for r in words if split[r] == name) / 60 for name in LONGFORM_SPLITS}
     assert set(split) == set(seconds) and minutes["dev"] >= 6 and minutes["test"] >= 12, minutes
     assert sum(split[r] == "test" for r in words) >= 3
+
+
+def test_the_real_training_speech_trains_by_the_adopted_share_only():
+    """`make run REAL=1`: speechocean762 split by speaker in the one place the release reads too; its train speakers
+    train only by the profile's adopted share, passed to the finetune stage as a dataset fraction."""
+    from configs.pipeline import load_pipeline_config
+
+    profile = load_pipeline_config("configs/smoke.yaml")
+    data = profile.real_train_dataset("speechocean762")
+    assert data.split_by == "speaker" and data.splits == profile.real_train_splits and data.name == "speechocean762"
+    assert profile.real_train_fraction == 0.0  # until real-speech-mix adopts a share: its speakers only evaluate
+    cfg = profile.finetune_config(["a", "b"], ["b"], {"speechocean762": 0.25})
+    assert cfg.dataset_fractions == {"speechocean762": 0.25} and cfg.datasets == ("a", "b")
+    assert profile.finetune_config(["a"]).dataset_fractions == {}
+    with pytest.raises(ValueError):
+        load_pipeline_config("configs/smoke.yaml", real_train_fraction=1.5)
