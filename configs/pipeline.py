@@ -52,7 +52,7 @@ class PipelineConfig(BaseModel):
     # training sets, its dev and test speakers the dev and test sets (docs/decisions/l2-split.md).
     real_train_splits: dict[str, float] = Field(default_factory=lambda: {"train": 0.8, "dev": 0.1, "test": 0.1})
     # ... and how much of its train speakers' speech trains (a fraction of the utterances, nested subsets by key
-    # hash): the adopted mix (docs/decisions/real-speech-recipe.md; 0: its dev and test speakers only evaluate)
+    # hash): the adopted mix (docs/decisions/pending/real-speech-mix.yaml; 0: its dev and test speakers only evaluate)
     real_train_fraction: float = Field(0.0, ge=0.0, le=1.0)
     # The evaluate stage: the real PyPI peers (whisperlivekit) beside ours on the held-out test split, at these
     # chunk sizes (1 s: where they keep up with real time on 2 cores).
