@@ -48,8 +48,8 @@ class PipelineConfig(BaseModel):
     # large test share, because real speech is what the headline numbers are measured on (train trains, dev
     # selects, test is only reported).
     real_splits: dict[str, float] = Field(default_factory=lambda: {"train": 0.4, "dev": 0.2, "test": 0.4})
-    # Real training speech (--real-train, a corpus of many speakers): split by speaker; its train speakers join the
-    # training sets, its dev and test speakers the dev and test sets (docs/decisions/l2-split.md).
+    # Real training speech (--real-train, a corpus of many speakers): split by speaker; its dev and test speakers join
+    # the dev and test sets (docs/decisions/l2-split.md) ...
     real_train_splits: dict[str, float] = Field(default_factory=lambda: {"train": 0.8, "dev": 0.1, "test": 0.1})
     # ... and how much of its train speakers' speech trains (a fraction of the utterances, nested subsets by key
     # hash): the adopted mix (docs/decisions/pending/real-speech-mix.yaml; 0: its dev and test speakers only evaluate)

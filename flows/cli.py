@@ -232,8 +232,9 @@ def pipeline_cmd(
     config: Annotated[Path, typer.Option(help="YAML profile (smoke: this machine; cluster: Ray cluster + MLflow server)")] = (
         Path(__file__).resolve().parent.parent / "configs" / "smoke.yaml"),
     realspeech: Annotated[Optional[str], typer.Option(help="also train/evaluate on this real-speech folder")] = None,
-    real_train: Annotated[Optional[str], typer.Option(help="also train on this real-speech corpus of many speakers "
-                                                      "(split by speaker; its dev/test speakers join dev/test)")] = None,
+    real_train: Annotated[Optional[str], typer.Option(help="also this real-speech corpus of many speakers, split by "
+                                                      "speaker: its dev/test speakers join dev/test, its train "
+                                                      "speakers train by the profile's real_train_fraction")] = None,
     output_root: Annotated[Optional[Path], typer.Option()] = None,
     tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow tracking URI")] = None,
     summary_json: Annotated[Optional[Path], typer.Option(help="also write the pipeline's result here (JSON)")] = None,
@@ -309,8 +310,9 @@ def serve_cmd(
 @app.command("run")
 def run_main(
     realspeech: Annotated[Optional[str], typer.Option(help="also build a dataset from this real-speech folder")] = None,
-    real_train: Annotated[Optional[str], typer.Option(help="also train on this real-speech corpus of many speakers "
-                                                      "(split by speaker; its dev/test speakers join dev/test)")] = None,
+    real_train: Annotated[Optional[str], typer.Option(help="also this real-speech corpus of many speakers, split by "
+                                                      "speaker: its dev/test speakers join dev/test, its train "
+                                                      "speakers train by the profile's real_train_fraction")] = None,
     n_synth: Annotated[int, typer.Option(help="synthetic utterances to generate")] = 40,
     output_root: Annotated[Path, typer.Option()] = Path("outputs"),
     config: Annotated[Optional[Path], typer.Option(help="YAML profile")] = Path(__file__).resolve().parent.parent / "configs" / "smoke.yaml",
