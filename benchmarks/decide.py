@@ -311,7 +311,9 @@ def main() -> None:
         verdict = judge_seeds(d, rows)
     else:
         verdict = judge(d, score(d, real, dict.fromkeys(d.arms, args.adapter)))
-    runs = log_arms(d, verdict, uri, commit)
+    # a decision run a seed at a time logs its arms once, when every seed is in (a pending run would log the kept
+    # seeds again at each invocation, and with a verdict they do not have yet)
+    runs = {} if verdict.get("pending_seeds") else log_arms(d, verdict, uri, commit)
     path = Path(args.out) / f"{d.name}.md"
     path.write_text(record(d, verdict, commit), encoding="utf-8")
     evidence = Path(args.evidence) / f"{d.name}.json"
