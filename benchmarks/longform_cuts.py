@@ -1,26 +1,23 @@
-"""Experiment (issue 66): where a segment of a long stream ends, today's level test or a voice-activity detector.
+"""Experiment (issue 66): a long stream's segment ends where the speech pauses, not at a chunk's edge.
 
-    python -m benchmarks.longform_vad --state outputs/bench-evaluation/state.json --adapter DIR
+    python -m benchmarks.longform_cuts --state outputs/bench-evaluation/state.json --adapter DIR
 
-``streaming.segmented.Segmented`` ends a segment, once it holds 24 s, after the first chunk whose RMS is below
--45 dBFS (``level``), and at 27 s in any case. A level test cannot tell a quiet consonant or a breath from a pause,
-so its cuts can fall inside words. The ``silero`` arm asks faster-whisper's Silero VAD instead (the model it ships,
-run as a stream: 512-sample windows, state carried from step to step): the segment ends after the first step
-whose last ``SILENCE_MS`` of windows all have a speech probability below ``NEG_THRESHOLD`` (faster-whisper's own
-end-of-speech threshold, 0.5 - 0.15). The 24 s / 27 s bounds are the same in both arms.
+``streaming.segmented.Segmented`` ends a segment, once it holds 24 s, after the first 300 ms chunk whose RMS is
+below -45 dBFS (``level``), and at 27 s in any case. On the long-form dev set those forced 27 s cuts break words
+(``docs/decisions/longform-vad.md``: 6 of 9 fall inside a word): read speech often holds no quiet 300 ms chunk for
+many seconds. The ``pause`` arm looks at 10 ms frames instead: once the segment holds 24 s it ends in the middle
+of the first ``RUN_MS`` of frames ``DROP_DB`` below the segment's median frame level, and the chunk that holds that
+point is split there (its first part ends the segment, the rest starts the next). The 27 s forced cut stays.
+``RUN_MS`` and ``DROP_DB`` were chosen on where the cuts fall alone (no recognizer), on the same dev set.
 
 Rule (written before the run): on the long-form dev set (the dataset's dev recordings, streamed whole, live-fed,
-the served two-pass spec at 300 ms over ``--adapter``), ``silero`` is adopted when it cuts inside fewer words
+the served two-pass spec at 300 ms over ``--adapter``), ``pause`` is adopted when it cuts inside fewer words
 (a cut at least ``INSIDE_MS`` inside a reference word's aligned span), its WER minus ``level``'s has a 95 %
 paired bootstrap interval whose lower end is at most 0 (not separably worse) and so has its median final-word
 latency. Intervals resample the dataset's segments of each recording (about 23 s each): the hypothesis words of
 a stream are assigned to the segment of the reference word they align to (an insertion to the one before it).
 
-Where a segment ends depends on the audio alone (the recognizer keeps up with real time, so the live feed brings
-one chunk a step), so the first criterion is measured without a recognizer (``--cuts-only``, and the default's
-first step), for ``segment_ms`` 12-24 s beside the served 24 s; a WER run follows only for an arm that passes it.
-
-This arm lives here until dev adopts it (``docs/decisions/longform-vad.md``).
+This arm lives here until dev adopts it (``docs/decisions/longform-cuts.md``).
 """
 
 from __future__ import annotations
@@ -44,10 +41,9 @@ from recognizer.spec import load
 from streaming.events import SAMPLE_RATE, Hypothesis
 from streaming.segmented import Segmented
 
-WINDOW = 512  # Silero's window at 16 kHz
-CONTEXT = 64  # samples of the previous window each window sees
-NEG_THRESHOLD = 0.35
-SILENCE_MS = 160
+FRAME = 160  # 10 ms
+RUN_MS = 60
+DROP_DB = 25.0
 INSIDE_MS = 20
 
 
@@ -61,7 +57,7 @@ class _CutLog(Segmented):
 
     def reset(self) -> None:
         super().reset()
-        self.cuts: list[int] = []
+        self.cuts = []
         self._before = 0
 
     def _end_segment(self):
@@ -80,58 +76,64 @@ class Level(_CutLog):
     """Today's segmentation (the level test), with its cuts recorded."""
 
 
-class Silero(_CutLog):
-    """Segment ends where faster-whisper's Silero VAD has heard ``SILENCE_MS`` without speech."""
+def frame_db(samples: np.ndarray) -> np.ndarray:
+    """RMS level (dBFS) of each whole 10 ms frame."""
+    n = len(samples) // FRAME
+    frames = np.asarray(samples[: n * FRAME], np.float64).reshape(n, FRAME)
+    return 20 * np.log10(np.maximum(np.sqrt(np.mean(frames**2, axis=1)), 1e-9))
 
-    def __init__(self, inner, **kw) -> None:
-        from faster_whisper.vad import get_vad_model  # onnxruntime: only this arm needs it
 
-        super().__init__(inner, **kw)
-        self._session = get_vad_model().session
-        self._quiet_windows = max(1, SILENCE_MS * SAMPLE_RATE // 1000 // WINDOW)
-        self._reset_vad()
+class Pause(_CutLog):
+    """A segment ends in the middle of the first pause past ``segment_ms`` (see the module docstring)."""
 
     def reset(self) -> None:
         super().reset()
-        self._reset_vad()
+        self._levels: list[np.ndarray] = []
+        self._run = 0  # quiet frames in a row at the end of what was fed
 
-    def _reset_vad(self) -> None:
-        self._h = np.zeros((1, 1, 128), np.float32)
-        self._c = np.zeros((1, 1, 128), np.float32)
-        self._pending = np.zeros(0, np.float32)
-        self._context = np.zeros(CONTEXT, np.float32)
-        self._probs: list[float] = []
+    def _end_segment(self):
+        self._levels, self._run = [], 0
+        return super()._end_segment()
 
-    def _listen(self, samples: np.ndarray) -> None:
-        audio = np.concatenate([self._pending, np.asarray(samples, np.float32)])
-        n = len(audio) // WINDOW
-        self._pending = audio[n * WINDOW:]
-        if not n:
-            return
-        windows = audio[: n * WINDOW].reshape(n, WINDOW)
-        context = np.concatenate([self._context[None], windows[:-1, -CONTEXT:]])
-        self._context = windows[-1, -CONTEXT:].copy()
-        probs, self._h, self._c = self._session.run(
-            None, {"input": np.concatenate([context, windows], 1), "h": self._h, "c": self._c})
-        self._probs += [float(p) for p in np.ravel(probs)]
-        self._probs = self._probs[-self._quiet_windows:]
+    def _pause_end(self, db: np.ndarray) -> int | None:
+        """Sample of the piece at which the segment ends (the middle of its pause), or None."""
+        if not self._levels:
+            return None
+        threshold = float(np.median(np.concatenate(self._levels))) - DROP_DB
+        need = RUN_MS // 10
+        run = self._run
+        for j, level in enumerate(db):
+            run = run + 1 if level < threshold else 0
+            end = (j + 1) * FRAME
+            if run >= need and self._fed + end >= self.segment_samples:
+                return max(0, end - (need // 2) * FRAME)
+        return None
 
-    def feed(self, samples: np.ndarray):
+    def feed(self, samples: np.ndarray) -> Hypothesis:
         room = self.max_segment_samples - self._fed
-        if len(samples) > room > 0:  # Segmented splits it and feeds each part here again
+        if len(samples) > room > 0:  # Segmented splits it at the forced cut and feeds each part here again
             return super().feed(samples)
-        self._listen(samples)
+        db = frame_db(samples)
+        split = self._pause_end(db) if self._fed + len(samples) >= self.segment_samples else None
+        if split is not None:
+            if split:
+                self.inner.feed(samples[:split])
+                self._fed += split
+            self._end_segment()
+            return self.feed(samples[split:]) if split < len(samples) else Hypothesis(tuple(self._done))
+        threshold = float(np.median(np.concatenate(self._levels))) - DROP_DB if self._levels else -np.inf
         hyp = self.inner.feed(samples)
         self._fed += len(samples)
+        self._levels.append(db)
+        quiet = db < threshold
+        trailing = len(quiet) - int(np.flatnonzero(~quiet)[-1]) - 1 if (~quiet).any() else self._run + len(quiet)
+        self._run = trailing
         if self._fed >= self.max_segment_samples:
-            return self._end_segment()
-        if (self._fed >= self.segment_samples and len(self._probs) == self._quiet_windows
-                and max(self._probs) < NEG_THRESHOLD):
             return self._end_segment()
         return Hypothesis(tuple(self._done) + hyp.committed, hyp.tentative)
 
 
-ARMS = {"level": Level, "silero": Silero}
+ARMS = {"level": Level, "pause": Pause}
 
 
 def inside_words(cuts: list[int], words) -> int:
@@ -221,7 +223,7 @@ def main() -> None:
     parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
     parser.add_argument("--adapter", help="the causal adapter of the served two-pass spec")
     parser.add_argument("--cuts-only", action="store_true", help="where the cuts fall, no recognizer")
-    parser.add_argument("--out", default="benchmarks/results/selection/longform-vad.json")
+    parser.add_argument("--out", default="benchmarks/results/selection/longform-cuts.json")
     args = parser.parse_args()
     state = json.loads(Path(args.state).read_text())
     segments = load_split([state["datasets"]["longform"]], ["dev"])
@@ -230,35 +232,35 @@ def main() -> None:
              for s in streams}
     print(f"{len(streams)} dev recordings, {sum(len(s.audio) for s in streams) / SAMPLE_RATE / 60:.1f} min, "
           f"{sum(map(len, parts.values()))} segments", flush=True)
-    placement = {ms: cut_placement(streams, ms) for ms in (12_000, 16_000, 20_000, 24_000)}
+    placement = {ms: cut_placement(streams, ms) for ms in (24_000,)}
     for ms, arms in placement.items():
         print(ms, json.dumps(arms))
-    result = {"decision": "longform-vad", "command": " ".join(["python", *sys.argv]),
+    result = {"decision": "longform-cuts", "command": " ".join(["python", *sys.argv]),
               "dev": {"recordings": [s.utt_id for s in streams], "segments": sum(map(len, parts.values())),
                       "seconds": round(sum(len(s.audio) for s in streams) / SAMPLE_RATE, 1),
                       "words": sum(len(s.words) for s in streams)},
               "cut_placement_by_segment_ms": placement}
     served = placement[24_000]
-    if args.cuts_only or served["silero"]["inside_words"] >= served["level"]["inside_words"]:
+    if args.cuts_only or served["pause"]["inside_words"] >= served["level"]["inside_words"]:
         result["verdict"] = "level kept" if not args.cuts_only else "cuts only"
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
         print(result["verdict"])
         return
     arms = {name: run_arm(name, args, streams, parts) for name in ARMS}
-    ref, new = arms["level"], arms["silero"]
+    ref, new = arms["level"], arms["pause"]
     wer_diff = compare(new["per_segment"], ref["per_segment"], "wer")
     lat_diff = compare(new["per_stream"], ref["per_stream"], "word_latency_ms_median", groups="recording")
     adopted = (new["cuts_inside_words"] < ref["cuts_inside_words"] and wer_diff["ci95"][0] <= 0
                and lat_diff["ci95"][0] <= 0)
     result |= {"adapter": args.adapter, "arms": arms,
-               "silero_minus_level": {"wer": wer_diff, "word_latency_ms_median": lat_diff},
-               "verdict": "silero adopted" if adopted else "level kept"}
+               "pause_minus_level": {"wer": wer_diff, "word_latency_ms_median": lat_diff},
+               "verdict": "pause adopted" if adopted else "level kept"}
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     for a in arms.values():
         print(f"{a['arm']:<7} WER {a['wer']:.2%} (by segment {a['segment_wer']:.2%})  cuts {a['cuts']} "
               f"inside words {a['cuts_inside_words']}  latency median {a['word_latency_ms_median']:.0f} "
               f"p90 {a['word_latency_ms_p90']:.0f} ms")
-    print(json.dumps(result["silero_minus_level"]), result["verdict"])
+    print(json.dumps(result["pause_minus_level"]), result["verdict"])
 
 
 if __name__ == "__main__":
