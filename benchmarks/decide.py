@@ -154,9 +154,14 @@ def judge(d: Decision, rows: dict[str, dict[str, dict]]) -> dict[str, Any]:
 def judge_seeds(d: Decision, rows: dict[Any, dict[str, dict[str, dict]]]) -> dict[str, Any]:
     """:func:`judge` at each seed ({seed: {set: {arm: row}}}); ``chosen``: of the arms that qualify at every seed,
     the one with the lowest mean ``better`` (the reference where none does); ``pending`` while a seed of the
-    decision has no rows yet (``pending_seeds``): the rule needs every seed."""
+    decision has no rows yet (``pending_seeds``): the rule needs every seed. Unless no arm can qualify any more (each
+    failed at a seed already run): then the reference stays whatever the other seeds say, and they are not run
+    (``settled_without_seeds``)."""
     per = {seed: judge(d, r) for seed, r in rows.items()}
     missing = [s for s in d.seeds if s not in rows]
+    failed = all(any(not v["arms"][a].get("qualifies") for v in per.values()) for a in d.arms if a != d.reference)
+    if missing and per and failed:
+        return {"chosen": d.reference, "settled_without_seeds": missing, "seeds": per}
     if missing:
         return {"chosen": "pending", "pending_seeds": missing, "seeds": per}
     every = [a for a in d.arms if a != d.reference and all(v["arms"][a].get("qualifies") for v in per.values())]
@@ -274,6 +279,9 @@ def record(d: Decision, verdict: dict, commit: str) -> str:
         outcome = f"pending: seed(s) {verdict['pending_seeds']} not run yet (the rule needs every seed)"
     else:
         outcome = verdict["chosen"] + (" (the reference stays)" if verdict["chosen"] == d.reference else " adopted")
+        if verdict.get("settled_without_seeds"):
+            outcome += (f": no arm qualified at seed(s) {sorted(verdict['seeds'])}, so seed(s) "
+                        f"{verdict['settled_without_seeds']} could not change the verdict and were not run")
     lines += ["", f"**Verdict.** {outcome}", "", f"Commit: {commit}. Per-arm runs: MLflow experiment `{EXPERIMENT}`.",
               ""]
     return "\n".join(lines)

@@ -132,6 +132,9 @@ def test_a_recipe_decision_trains_per_seed_and_adopts_only_what_every_seed_carri
     part = judge_seeds(d, {1: rows(better)})  # a seed at a time: no verdict before every seed has rows
     assert part["chosen"] == "pending" and part["pending_seeds"] == [2]
     assert "**Verdict.** pending: seed(s) [2]" in record(d, part, "abc1234")
+    settled = judge_seeds(strict, {1: rows(mixed)})  # no arm can qualify any more: seed 2 cannot change that
+    assert settled["chosen"] == "synthetic" and settled["settled_without_seeds"] == [2]
+    assert "seed(s) [2] could not change the verdict" in record(strict, settled, "abc1234")
     text = record(d, both, "abc1234")
     assert "Seed 1:" in text and "Seed 2:" in text and "**Verdict.** real adopted" in text
     l2 = both["seeds"][1]["domains"]["real"]["l2"]  # each domain's WER and the difference to the reference
