@@ -1,8 +1,11 @@
 """Streams of any length through a recognizer whose context is bounded (Whisper's encoder holds 30 s).
 
-``Segmented(inner)`` cuts a stream into *segments*: once a segment holds ``segment_ms`` of audio it ends after
-the next quiet chunk (RMS below ``QUIET_DBFS``), and at ``max_segment_ms`` in any case. The inner recognizer then
-finishes (every word of the segment becomes final) and starts afresh on the next audio. Words of finished
+``Segmented(inner)`` cuts a stream into *segments*: once a segment holds ``segment_ms`` of audio it ends in the
+middle of the next pause (``PAUSE_MS`` of 10 ms frames ``PAUSE_DROP_DB`` below the segment's median frame level; the
+piece that holds it is split there), and at ``max_segment_ms`` in any case. Why frames and not a quiet chunk:
+read speech often holds no quiet 300 ms chunk for many seconds, and a forced cut breaks the word it falls in
+(docs/decisions/longform-cuts.md). The inner recognizer then finishes (every word of the segment becomes final)
+and starts afresh on the next audio. Words of finished
 segments stay committed, so the hypothesis is the whole stream's. Why segments and not a sliding window: the
 causal engine and the two-pass verifier both attend to all audio of their segment, so the cost of a step is
 bounded by the segment, never by the stream, and minutes of silence are so many empty segments.
@@ -17,7 +20,10 @@ import numpy as np
 
 from streaming.events import SAMPLE_RATE, Hypothesis, StreamingRecognizer
 
-QUIET_DBFS = -45.0
+QUIET_DBFS = -45.0  # the two-pass verifier's "has sound" test (streaming.second_pass)
+FRAME = 160  # 10 ms
+PAUSE_MS = 60
+PAUSE_DROP_DB = 25.0
 SEGMENT_MS = 24_000
 MAX_SEGMENT_MS = 27_000
 # + the causal engine's 1 s end-of-segment flush (and the two-pass verifier's 0.5 s hush word) stay inside 30 s
@@ -30,11 +36,18 @@ def dbfs(samples: np.ndarray) -> float:
     return 20 * float(np.log10(max(rms, 1e-9)))
 
 
+def frame_dbfs(samples: np.ndarray) -> np.ndarray:
+    """RMS level (dBFS) of each whole 10 ms frame of ``samples``."""
+    n = len(samples) // FRAME
+    frames = np.asarray(samples[: n * FRAME], dtype=np.float64).reshape(n, FRAME)
+    return 20 * np.log10(np.maximum(np.sqrt(np.mean(frames**2, axis=1)), 1e-9))
+
+
 class Segmented:
     """A ``StreamingRecognizer`` over ``inner`` for streams of any length (see the module docstring).
 
-    The quiet test looks at the last chunk of each piece (a live feed may bring several chunks at once).
-    ``segments`` counts the segments ended so far."""
+    The pause test looks at every 10 ms frame of each piece (a live feed may bring several chunks at once); a run of
+    quiet frames may begin in the piece before. ``segments`` counts the segments ended so far."""
 
     def __init__(self, inner: StreamingRecognizer, *, segment_ms: int = SEGMENT_MS,
                  max_segment_ms: int = MAX_SEGMENT_MS) -> None:
@@ -46,10 +59,11 @@ class Segmented:
         self.lookahead_ms = float(getattr(inner, "lookahead_ms", 0.0))
         self.segment_samples = segment_ms * SAMPLE_RATE // 1000
         self.max_segment_samples = max_segment_ms * SAMPLE_RATE // 1000
-        self._quiet_samples = max(1, round((self.chunk_ms or 300) * SAMPLE_RATE / 1000))
         self.segments = 0
         self._done: list[str] = []
         self._fed = 0
+        self._levels: list[np.ndarray] = []  # the current segment's frame levels, for its median
+        self._run = 0  # quiet frames in a row at the end of what the segment was fed
 
     def __getattr__(self, name: str):
         # what callers read of the wrapped system (model, chunk sizes, profiles) passes through
@@ -67,6 +81,20 @@ class Segmented:
         self.segments = 0
         self._done = []
         self._fed = 0
+        self._levels, self._run = [], 0
+
+    def _threshold(self) -> float:
+        return float(np.median(np.concatenate(self._levels))) - PAUSE_DROP_DB if self._levels else -np.inf
+
+    def _pause(self, levels: np.ndarray) -> int | None:
+        """Where in a piece (samples) the segment ends: the middle of the first pause that ends past segment_ms."""
+        threshold, need, run = self._threshold(), PAUSE_MS * SAMPLE_RATE // 1000 // FRAME, self._run
+        for j, level in enumerate(levels):
+            run = run + 1 if level < threshold else 0
+            end = (j + 1) * FRAME
+            if run >= need and self._fed + end >= self.segment_samples:
+                return max(0, end - (need // 2) * FRAME)
+        return None
 
     def feed(self, samples: np.ndarray) -> Hypothesis:
         # a piece that would carry the segment past max_segment_ms (a live feed behind real time brings several
@@ -75,11 +103,21 @@ class Segmented:
         if len(samples) > room > 0:
             self.feed(samples[:room])
             return self.feed(samples[room:])
+        levels = frame_dbfs(samples)
+        cut = self._pause(levels) if self._fed + len(samples) >= self.segment_samples else None
+        if cut is not None:  # the piece is split in the pause: its first part ends this segment
+            if cut:
+                self.inner.feed(samples[:cut])
+                self._fed += cut
+            hyp = self._end_segment()
+            return self.feed(samples[cut:]) if cut < len(samples) else hyp
+        threshold = self._threshold()
         hyp = self.inner.feed(samples)
         self._fed += len(samples)
+        self._levels.append(levels)
+        quiet = levels < threshold
+        self._run = self._run + len(quiet) if quiet.all() else len(quiet) - 1 - int(np.flatnonzero(~quiet)[-1])
         if self._fed >= self.max_segment_samples:
-            return self._end_segment()
-        if self._fed >= self.segment_samples and dbfs(samples[-self._quiet_samples:]) < QUIET_DBFS:
             return self._end_segment()
         return Hypothesis(tuple(self._done) + hyp.committed, hyp.tentative)
 
@@ -87,6 +125,7 @@ class Segmented:
         self._done += self.inner.finish().words
         self.inner.reset()
         self._fed = 0
+        self._levels, self._run = [], 0
         self.segments += 1
         return Hypothesis(tuple(self._done))
 
