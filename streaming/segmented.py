@@ -86,15 +86,16 @@ class Segmented:
     def _threshold(self) -> float:
         return float(np.median(np.concatenate(self._levels))) - PAUSE_DROP_DB if self._levels else -np.inf
 
-    def _pause(self, levels: np.ndarray) -> int | None:
-        """Where in a piece (samples) the segment ends: the middle of the first pause that ends past segment_ms."""
-        threshold, need, run = self._threshold(), PAUSE_MS * SAMPLE_RATE // 1000 // FRAME, self._run
+    def _scan(self, levels: np.ndarray, threshold: float) -> tuple[int | None, int]:
+        """One walk over a piece's frames: where in it (samples) the segment ends, the middle of the first pause that
+        ends past segment_ms (None: nowhere), and the quiet frames in a row at the piece's end."""
+        need, run = PAUSE_MS * SAMPLE_RATE // 1000 // FRAME, self._run
         for j, level in enumerate(levels):
             run = run + 1 if level < threshold else 0
             end = (j + 1) * FRAME
             if run >= need and self._fed + end >= self.segment_samples:
-                return max(0, end - (need // 2) * FRAME)
-        return None
+                return max(0, end - (need // 2) * FRAME), run
+        return None, run
 
     def feed(self, samples: np.ndarray) -> Hypothesis:
         # a piece that would carry the segment past max_segment_ms (a live feed behind real time brings several
@@ -104,19 +105,17 @@ class Segmented:
             self.feed(samples[:room])
             return self.feed(samples[room:])
         levels = frame_dbfs(samples)
-        cut = self._pause(levels) if self._fed + len(samples) >= self.segment_samples else None
+        cut, run = self._scan(levels, self._threshold())
         if cut is not None:  # the piece is split in the pause: its first part ends this segment
             if cut:
                 self.inner.feed(samples[:cut])
                 self._fed += cut
             hyp = self._end_segment()
             return self.feed(samples[cut:]) if cut < len(samples) else hyp
-        threshold = self._threshold()
         hyp = self.inner.feed(samples)
         self._fed += len(samples)
         self._levels.append(levels)
-        quiet = levels < threshold
-        self._run = self._run + len(quiet) if quiet.all() else len(quiet) - 1 - int(np.flatnonzero(~quiet)[-1])
+        self._run = run
         if self._fed >= self.max_segment_samples:
             return self._end_segment()
         return Hypothesis(tuple(self._done) + hyp.committed, hyp.tentative)
