@@ -154,7 +154,9 @@ def _eval_sets(state: dict) -> list[str]:
 
 
 def _train_sets(state: dict) -> list[str]:
-    return [state["datasets"][k] for k in ("synth", "kokoro_train") if k in state.get("datasets", {})]
+    """The training sets (their `train` splits): the synthetic corpora and the L2 corpus's train speakers, its
+    prompts in written form (docs/decisions/real-speech-written.md)."""
+    return [state["datasets"][k] for k in ("synth", "kokoro_train", "l2") if k in state.get("datasets", {})]
 
 
 def stage_train(args, out: Path, state: dict) -> None:

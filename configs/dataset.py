@@ -42,6 +42,9 @@ class DatasetConfig(BaseModel):
     # a speaker holding more than this share of all the words is hashed into the splits utterance by utterance
     # (data.splits.share_dominant_groups: one speaker's domain in every split); None: speaker splits stay whole
     dominant_speaker_share: float | None = Field(None, gt=0, lt=1)
+    # "written": a transcript wholly in capitals (prompt lists) is stored as a sentence (data.text.written_form), the
+    # form Whisper's decoder writes; the others as they are (docs/decisions/real-speech-written.md)
+    text_form: Literal["as_is", "written"] = "as_is"
     align_batch_size: int = Field(16, ge=1, description="utterances per align task (Prefect tasks are coarse)")
 
     @field_validator("splits")

@@ -52,8 +52,9 @@ class PipelineConfig(BaseModel):
     # the dev and test sets (docs/decisions/l2-split.md) ...
     real_train_splits: dict[str, float] = Field(default_factory=lambda: {"train": 0.8, "dev": 0.1, "test": 0.1})
     # ... and how much of its train speakers' speech trains (a fraction of the utterances, nested subsets by key
-    # hash): the adopted mix (docs/decisions/pending/real-speech-mix.yaml; 0: its dev and test speakers only evaluate)
-    real_train_fraction: float = Field(0.0, ge=0.0, le=1.0)
+    # hash; 0: its dev and test speakers only evaluate): all of it, its prompts in written form
+    # (docs/decisions/real-speech-written.md)
+    real_train_fraction: float = Field(1.0, ge=0.0, le=1.0)
     # The evaluate stage: the real PyPI peers (whisperlivekit) beside ours on the held-out test split, at these
     # chunk sizes (1 s: where they keep up with real time on 2 cores).
     evaluate_peers: bool = True
@@ -103,8 +104,9 @@ class PipelineConfig(BaseModel):
 
     def real_train_dataset(self, name: str) -> DatasetConfig:
         """The build settings of the real training speech (``name``: the corpus's, which a finetune section's
-        ``dataset_fractions`` names): the profile's, split by speaker."""
-        return self.dataset.model_copy(update={"name": name, "split_by": "speaker", "splits": self.real_train_splits})
+        ``dataset_fractions`` names): the profile's, split by speaker, prompts in capitals trained as written text."""
+        return self.dataset.model_copy(update={"name": name, "split_by": "speaker", "splits": self.real_train_splits,
+                                               "text_form": "written"})
 
     def _runtime(self) -> dict:
         return {"model": self.model, "tracking_uri": self.tracking_uri, "num_workers": self.num_workers}

@@ -30,6 +30,7 @@ from data.corpus import CorpusItem
 from data.records import Reject, Scanned, content_key
 from data.scan import item_table, rows_of
 from data.splits import assign_split, deal_groups, known_speakers, share_dominant_groups, split_group
+from data.text import written_form
 
 # the columns of data.records.content_key, in its order
 CONTENT_COLUMNS = ("source_sha256", "start_s", "duration_s", "transcript", "speaker", "utt_id")
@@ -125,6 +126,10 @@ def write_inputs_table(table: pa.Table, scan_rejects: Sequence[Reject], cfg: Dat
     """Assign splits, sort into the build order and write the table (content-addressed: the same scan and split
     settings give the same path and bytes, whichever process writes it). ``table``: ``data.scan.SCANNED_SCHEMA``."""
     table = table.append_column("split", assign_splits(table, cfg))
+    if cfg.text_form == "written":  # before the digest: the version is of the text that trains
+        column = table.schema.get_field_index("transcript")
+        table = table.set_column(column, "transcript", pa.array(
+            [written_form(t) for t in table.column("transcript").to_pylist()], pa.string()))
     # the build order as indices; the table is taken, hashed into the digest and written (compressed, in memory:
     # the path is the digest) a row group at a time, as a sorted copy would double it
     order = pc.sort_indices(table.select(["split", "key"]), [("split", "ascending"), ("key", "ascending")])

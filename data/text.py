@@ -51,6 +51,20 @@ def transcript_words(transcript: str) -> list[TranscriptWord]:
     return words
 
 
+def written_form(transcript: str) -> str:
+    """A transcript in capitals as Whisper writes text: "WE CALL IT BEAR" → "We call it bear.", "I'M" → "I'm".
+
+    Training targets are a transcript's tokens, and a corpus of prompts in capitals (speechocean762) would teach the
+    decoder capital-letter tokens, a style it rarely writes (docs/decisions/real-speech-written.md). A transcript
+    with any lowercase letter is already written and is returned as it is (its proper nouns stay)."""
+    if any(c.islower() for c in transcript) or not any(c.isalpha() for c in transcript):
+        return transcript
+    words = [w.lower() for w in transcript.split()]
+    words = ["I" + w[1:] if w == "i" or w.startswith("i'") else w for w in words]
+    sentence = " ".join(words)
+    return sentence[0].upper() + sentence[1:] + ("" if sentence[-1] in ".?!" else ".")
+
+
 def normalize_transcript(transcript: str) -> str:
     """The normalized transcript stored in the manifest: the space-joined spoken words."""
     return " ".join(w.norm for w in transcript_words(transcript))

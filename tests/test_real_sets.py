@@ -94,16 +94,40 @@ def test_the_long_form_recordings_split_whole_into_a_dev_and_a_test_set():
 
 
 def test_the_real_training_speech_trains_by_the_adopted_share_only():
-    """`make run REAL=1`: speechocean762 split by speaker in the one place the release reads too; its train speakers
-    train only by the profile's adopted share, passed to the finetune stage as a dataset fraction."""
+    """`make run REAL=1`: speechocean762 split by speaker, its prompts in written form, in the one place the release
+    reads too; its train speakers train by the profile's adopted share, passed to the finetune stage as a dataset
+    fraction."""
     from configs.pipeline import load_pipeline_config
 
     profile = load_pipeline_config("configs/smoke.yaml")
     data = profile.real_train_dataset("speechocean762")
     assert data.split_by == "speaker" and data.splits == profile.real_train_splits and data.name == "speechocean762"
-    assert profile.real_train_fraction == 0.0  # until real-speech-mix adopts a share: its speakers only evaluate
+    assert data.text_form == "written" and profile.real_train_fraction == 1.0  # docs/decisions/real-speech-written.md
     cfg = profile.finetune_config(["a", "b"], ["b"], {"speechocean762": 0.25})
     assert cfg.dataset_fractions == {"speechocean762": 0.25} and cfg.datasets == ("a", "b")
     assert profile.finetune_config(["a"]).dataset_fractions == {}
     with pytest.raises(ValueError):
         load_pipeline_config("configs/smoke.yaml", real_train_fraction=1.5)
+
+
+def test_the_written_prompts_score_as_the_corpus_prompts(l2_root, tmp_path):
+    """The L2 prompts stored in written form (the adopted training targets) are, once normalised for scoring, the
+    corpus's own words on every one of its 4,600 prompts: dev and test WER cannot move by it. The inputs table holds
+    them so, and is another version than the prompts as they are."""
+    from configs.dataset import DatasetConfig
+    from data import inputs
+    from data.scan import scan
+    from data.text import written_form
+    from evaluation.metrics.text import normalize
+
+    prompts = [ln.split("\t", 1)[1] for ln in (l2_root / "transcripts.tsv").read_text().splitlines()]
+    assert len(prompts) == 4600 and all(normalize(written_form(p)) == normalize(p) for p in prompts)
+    assert sum(written_form(p) != p for p in prompts) == 4600  # every prompt is in capitals
+
+    table, rejects = scan(str(l2_root), hash_file=lambda path: path)  # ids, not bytes: the table is the point here
+    written = DatasetConfig(name="l2", split_by="speaker", text_form="written")
+    refs = {form: inputs.write_inputs_table(table, rejects, written.model_copy(update={"text_form": form}),
+                                            str(tmp_path / form)) for form in ("as_is", "written")}
+    assert refs["as_is"].digest != refs["written"].digest
+    rows = [r for b in inputs.plan_batches(refs["written"], 4600) for r in inputs.read_batch(b)[0]]
+    assert len(rows) == 4600 and rows[0].item.transcript.endswith(".") and not rows[0].item.transcript.isupper()

@@ -42,3 +42,14 @@ def test_split_assignment_is_stable_and_proportional():
     assert 0.76 < share < 0.84
     assert set(names) == {"train", "dev", "test"}
     assert [assign_split(f"spk{i}", splits, "other") for i in range(50)] != names[:50]
+
+
+def test_written_form_turns_prompts_in_capitals_into_sentences_and_leaves_written_text():
+    from data.text import written_form
+
+    assert written_form("WE CALL IT BEAR") == "We call it bear."
+    assert written_form("I'M SURE I KNOW") == "I'm sure I know."
+    assert written_form("ZERO THREE FIVE ONE") == "Zero three five one."
+    assert written_form("IS IT TRUE?") == "Is it true?"
+    assert written_form("Dr. Smith went to Washington") == "Dr. Smith went to Washington"  # already written
+    assert written_form("2287") == "2287" and written_form("") == ""
