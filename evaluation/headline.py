@@ -8,6 +8,7 @@ interval over utterances; the two-pass one also the paired interval of its diffe
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -51,4 +52,72 @@ def partials_headline(rows: Sequence[Mapping[str, Any]], *, seed: int = 0,
             "word_latency_ms_median": two_pass.get("word_latency_ms_median"),
             "word_latency_ms_p90": two_pass.get("word_latency_ms_p90")})
         out["partial_rewrite_rate"] = two_pass.get("partial_rewrite_rate")
+    per_domain = domain_headline(rows, seed=seed, n_resamples=n_resamples)
+    if per_domain:
+        out["headline_domains"] = per_domain
     return out
+
+
+def _by_domain(row: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
+    out: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for u in row["per_utterance"]:
+        out[u.get("domain")].append(u)
+    return out
+
+
+def domain_headline(rows: Sequence[Mapping[str, Any]], *, seed: int = 0,
+                    n_resamples: int = intervals.N_RESAMPLES) -> dict[str, dict[str, Any]]:
+    """The release's bars per test domain (issue 66: a pooled number hides what each domain's user sees): the
+    offline reference's WER, the causal pass's WER and its ratio to offline, the two-pass finals' WER with its paired
+    difference from offline, their median / p90 final-word latency and partial rewrite rate, each over the domain's
+    utterances. Empty where the rows carry no domains (a report scored before they existed)."""
+    by_name = {r["name"]: r for r in rows}
+    offline = by_name.get(OFFLINE)
+    if offline is None or any(u.get("domain") is None for u in offline["per_utterance"]):
+        return {}
+    base = _by_domain(offline)
+    split = {key: _by_domain(by_name[name]) for key, name in ROWS.items() if name in by_name}
+    out: dict[str, dict[str, Any]] = {}
+    for d, units in sorted(base.items()):
+        off = intervals.point(units, "wer")
+        entry: dict[str, Any] = {"utterances": len(units), "words": sum(u["ref_words"] for u in units),
+                                 "offline_wer": round(off, 4)}
+        if (causal := split.get("causal_only_tuned_300ms_wer", {}).get(d)) is not None:
+            wer = intervals.point(causal, "wer")
+            entry["causal_wer"] = round(wer, 4)
+            entry["causal_vs_offline_ratio"] = round(wer / off, 4) if off else None
+        if (two := split.get("two_pass_300ms_wer", {}).get(d)) is not None:
+            diff = intervals.compare(two, units, "wer", seed=seed, n_resamples=n_resamples)
+            latencies = [x for u in two for x in u.get("word_latency_ms", [])]
+            entry["two_pass"] = {
+                "wer": round(intervals.point(two, "wer"), 4),
+                "vs_offline": round(diff["diff"], 4), "vs_offline_ci95": [round(x, 4) for x in diff["ci95"]],
+                "vs_offline_verdict": diff["verdict"],
+                "word_latency_ms_median": round(intervals.point(two, "word_latency_ms_median"), 1)
+                if latencies else None,
+                "word_latency_ms_p90": round(intervals.point(two, "word_latency_ms_p90"), 1) if latencies else None,
+                "partial_rewrite_rate": round(intervals.point(two, "partial_rewrite_rate"), 4)
+                if sum(u.get("partials_shown", 0) for u in two) else None}
+        out[str(d)] = entry
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f} %"
+
+
+def domains_markdown(per_domain: Mapping[str, Mapping[str, Any]]) -> str:
+    """:func:`domain_headline` as a table: one row per test domain."""
+    lines = ["| domain | utterances / words | faster-whisper offline | causal pass (× offline) | two-pass finals | "
+             "two-pass − offline [95 %] | final-word latency median / p90 ms | partial rewrites |",
+             "|---|---|---|---|---|---|---|---|"]
+    for d, e in per_domain.items():
+        two = e.get("two_pass") or {}
+        causal = f"{_pct(e.get('causal_wer'))} ({e['causal_vs_offline_ratio']:.2f}×)" \
+            if e.get("causal_vs_offline_ratio") is not None else _pct(e.get("causal_wer"))
+        diff = (f"{100 * two['vs_offline']:+.1f} [{100 * two['vs_offline_ci95'][0]:+.1f}, "
+                f"{100 * two['vs_offline_ci95'][1]:+.1f}] {two['vs_offline_verdict']}") if two else "—"
+        lat = f"{two.get('word_latency_ms_median') or '—'} / {two.get('word_latency_ms_p90') or '—'}" if two else "—"
+        lines.append(f"| {d} | {e['utterances']} / {e['words']} | {_pct(e['offline_wer'])} | {causal} | "
+                     f"{_pct(two.get('wer'))} | {diff} | {lat} | {_pct(two.get('partial_rewrite_rate'))} |")
+    return "\n".join(lines) + "\n"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from data.tracking import client, experiment_id
-from evaluation import domains, intervals, repetition
+from evaluation import domains, headline, intervals, repetition
 from evaluation.metrics.gate import WER_CAP_POINTS, pareto_front, within_wer_cap
 
 ROW_KEYS = ("wer", "rwer", "arwer", "laal_ms", "al_ms", "word_latency_ms_median", "word_latency_ms_p90",
@@ -212,6 +212,9 @@ def markdown(result: dict[str, Any]) -> str:
             + " | ".join(_vs(r, m, reference) for m in intervals.METRICS) + " |")
     if result.get("domains"):
         lines += ["", "## Per domain", "", domains.markdown(result["domains"], reference)]
+    if result.get("headline_domains"):
+        lines += ["", "## Against offline faster-whisper, per domain", "",
+                  headline.domains_markdown(result["headline_domains"])]
     lines += _parts_notes(result)
     return "\n".join(lines) + "\n"
 

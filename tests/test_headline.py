@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from test_intervals import _rows
 
-from evaluation.headline import OFFLINE, ROWS, partials_headline
+from evaluation.headline import OFFLINE, ROWS, domains_markdown, partials_headline
 
 
 def _report() -> list[dict]:
@@ -40,3 +40,42 @@ def test_missing_rows_are_left_out_and_no_offline_reference_is_an_error():
     assert "two_pass_300ms_wer" not in partial and "partial_rewrite_rate" not in partial
     with pytest.raises(KeyError, match="faster-whisper offline"):
         partials_headline([r for r in rows if r["name"] != OFFLINE])
+
+
+def _with_domains(rows: list[dict]) -> list[dict]:
+    """The same rows with their utterances dealt into two domains (every third utterance `l2`, the rest `read`)."""
+    return [{**r, "per_utterance": [{**u, "domain": "l2" if i % 3 == 0 else "read"}
+                                    for i, u in enumerate(r["per_utterance"])]} for r in rows]
+
+
+def test_the_bars_per_domain_are_each_domains_own_numbers():
+    rows = _with_domains(_report())
+    out = partials_headline(rows, n_resamples=300)["headline_domains"]
+    assert set(out) == {"l2", "read"}
+    by = {r["name"]: r for r in rows}
+    total = 0
+    for d, entry in out.items():
+        units = {name: [u for u in r["per_utterance"] if u["domain"] == d] for name, r in by.items()}
+        off = units[OFFLINE]
+        total += entry["utterances"]
+        assert entry["utterances"] == len(off) and entry["words"] == sum(u["ref_words"] for u in off)
+        off_wer = sum(u["errors"] for u in off) / sum(u["ref_words"] for u in off)
+        assert entry["offline_wer"] == pytest.approx(off_wer, abs=1e-4)
+        causal = units[ROWS["causal_only_tuned_300ms_wer"]]
+        causal_wer = sum(u["errors"] for u in causal) / sum(u["ref_words"] for u in causal)
+        assert entry["causal_vs_offline_ratio"] == pytest.approx(causal_wer / off_wer, abs=1e-3)
+        two = entry["two_pass"]
+        lo, hi = two["vs_offline_ci95"]
+        assert lo <= two["vs_offline"] <= hi and two["vs_offline_verdict"] in {"worse", "better", "not separable"}
+    assert total == len(by[OFFLINE]["per_utterance"])  # every utterance in exactly one domain
+
+
+def test_no_domain_table_for_rows_scored_before_domains():
+    assert "headline_domains" not in partials_headline(_report(), n_resamples=200)
+
+
+def test_the_domain_table_has_a_row_per_domain():
+    table = domains_markdown(partials_headline(_with_domains(_report()), n_resamples=200)["headline_domains"])
+    lines = table.strip().splitlines()
+    assert len(lines) == 4 and lines[2].startswith("| l2 |") and lines[3].startswith("| read |")
+    assert "×)" in lines[2] and all(any(v in line for v in ("worse", "better", "not separable")) for line in lines[2:])
