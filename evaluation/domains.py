@@ -16,7 +16,17 @@ from typing import Any
 from data.corpus import DOMAINS, domain_of
 from evaluation import intervals
 
-__all__ = ["DOMAINS", "by_domain", "domain_of", "markdown", "wer_tags"]
+__all__ = ["DOMAINS", "by_domain", "domain_of", "markdown", "units_by_domain", "wer_tags"]
+
+def units_by_domain(row: Mapping[str, Any], domain: Mapping[str, str] | None = None
+                    ) -> dict[str | None, list[Mapping[str, Any]]]:
+    """A row's ``per_utterance`` results by domain (``domain``: utt_id → domain, else each result's own ``domain``;
+    None collects the results without one)."""
+    out: dict[str | None, list[Mapping[str, Any]]] = defaultdict(list)
+    for u in row["per_utterance"]:
+        out[domain.get(u["utt_id"]) if domain is not None else u.get("domain")].append(u)
+    return out
+
 
 def by_domain(rows: Sequence[Mapping[str, Any]], domain: Mapping[str, str] | None = None,
               reference: str | None = None, seed: int = 0,
@@ -25,19 +35,14 @@ def by_domain(rows: Sequence[Mapping[str, Any]], domain: Mapping[str, str] | Non
     {system: {"diff", "ci95", "verdict"}}}} from evaluated rows (``per_utterance`` with ``utt_id``, ``errors``,
     ``ref_words`` and, without ``domain``, their own ``domain``). Every utterance must have a domain (a missing
     one raises: a silently dropped utterance would skew a domain)."""
-    def dom(u: Mapping[str, Any]) -> str | None:
-        return domain.get(u["utt_id"]) if domain is not None else u.get("domain")
-
-    missing = sorted({u["utt_id"] for r in rows for u in r["per_utterance"] if dom(u) is None})
+    per_row = {r["name"]: units_by_domain(r, domain) for r in rows}
+    missing = sorted({u["utt_id"] for per in per_row.values() for u in per.get(None, [])})
     if missing:
         raise ValueError(f"{len(missing)} scored utterances have no domain, e.g. {missing[:3]}")
     split: dict[str, dict[str, list[Mapping[str, Any]]]] = defaultdict(dict)
-    for r in rows:
-        per: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-        for u in r["per_utterance"]:
-            per[dom(u)].append(u)
+    for name, per in per_row.items():
         for d, units in per.items():
-            split[d][r["name"]] = units
+            split[d][name] = units
     out = {}
     for d, systems in sorted(split.items()):
         first = next(iter(systems.values()))

@@ -8,11 +8,11 @@ interval over utterances; the two-pass one also the paired interval of its diffe
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evaluation import intervals
+from evaluation.domains import units_by_domain
 
 # the served two-pass row: a new name whenever the served spec's finals change, as the test ledger counts scorings
 # by name (the rows of earlier served specs stay in the report under their own names)
@@ -58,13 +58,6 @@ def partials_headline(rows: Sequence[Mapping[str, Any]], *, seed: int = 0,
     return out
 
 
-def _by_domain(row: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
-    out: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for u in row["per_utterance"]:
-        out[u.get("domain")].append(u)
-    return out
-
-
 def domain_headline(rows: Sequence[Mapping[str, Any]], *, seed: int = 0,
                     n_resamples: int = intervals.N_RESAMPLES) -> dict[str, dict[str, Any]]:
     """The release's bars per test domain (issue 66: a pooled number hides what each domain's user sees): the
@@ -75,8 +68,8 @@ def domain_headline(rows: Sequence[Mapping[str, Any]], *, seed: int = 0,
     offline = by_name.get(OFFLINE)
     if offline is None or any(u.get("domain") is None for u in offline["per_utterance"]):
         return {}
-    base = _by_domain(offline)
-    split = {key: _by_domain(by_name[name]) for key, name in ROWS.items() if name in by_name}
+    base = units_by_domain(offline)
+    split = {key: units_by_domain(by_name[name]) for key, name in ROWS.items() if name in by_name}
     out: dict[str, dict[str, Any]] = {}
     for d, units in sorted(base.items()):
         off = intervals.point(units, "wer")
@@ -88,7 +81,7 @@ def domain_headline(rows: Sequence[Mapping[str, Any]], *, seed: int = 0,
             entry["causal_vs_offline_ratio"] = round(wer / off, 4) if off else None
         if (two := split.get("two_pass_300ms_wer", {}).get(d)) is not None:
             diff = intervals.compare(two, units, "wer", seed=seed, n_resamples=n_resamples)
-            latencies = [x for u in two for x in u.get("word_latency_ms", [])]
+            latencies = any(u.get("word_latency_ms") for u in two)
             entry["two_pass"] = {
                 "wer": round(intervals.point(two, "wer"), 4),
                 "vs_offline": round(diff["diff"], 4), "vs_offline_ci95": [round(x, 4) for x in diff["ci95"]],
