@@ -21,7 +21,9 @@ A decision file::
 ``sets``: ``real`` is the real `dev` split, live-fed; ``streams`` are its speakers' utterances joined into continuous
 streams of 20-120 s, fed in fixed pieces. Test is never read. ``adopt``: an arm qualifies when the 95 % paired
 interval of its ``better`` metric minus the reference's lies wholly below 0 on the ``set`` named and, on every set,
-its WER difference is not separably above 0 (``wer_margin`` given: its upper end is at most that fraction); of the
+its WER difference is not separably above 0 (``wer_margin`` given: its upper end is at most that fraction), and for
+each ``guard`` metric the upper end of its difference on the ``set`` is at most the bound given (in the metric's
+units: ``guard: {display_latency_ms_median: 100}`` lets the shown words come at most 100 ms later); of the
 qualifying arms, the one with the lowest ``better`` there; none: the reference stays.
 
 A recipe decision trains its arms: an arm's ``train`` (the datasets by their names in the release's
@@ -62,7 +64,8 @@ from recognizer.spec import load
 REPO = Path(__file__).resolve().parent.parent
 SETS = ("real", "streams")
 EXPERIMENT = "whisperline-decisions"
-METRICS = ("wer", "word_latency_ms_median", "word_latency_ms_p90", "rtf", "partial_rewrite_rate")
+METRICS = ("wer", "word_latency_ms_median", "word_latency_ms_p90", "rtf", "partial_rewrite_rate",
+           "display_latency_ms_median")
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class Adopt:
     set: str = "real"  # (not "on": YAML reads a bare `on` as true)
     wer_margin: float | None = None
     no_domain_worse: bool = False  # also: on no domain of any set is the arm's WER separably above the reference's
+    guard: dict[str, float] = field(default_factory=dict)  # metric: the largest upper end of arm − reference allowed
 
 
 @dataclass(frozen=True)
@@ -108,8 +112,9 @@ def load_decision(path: str | Path) -> Decision:
         raise ValueError(f"{path}: the reference {d.reference!r} is not among the arms {sorted(d.arms)}")
     if len(d.arms) < 2 or not set(d.sets) <= set(SETS) or d.adopt.set not in d.sets:
         raise ValueError(f"{path}: need two arms or more, sets among {SETS} and adopt.set among them")
-    if d.adopt.better not in METRICS:
-        raise ValueError(f"{path}: adopt.better must be one of {METRICS}, got {d.adopt.better!r}")
+    if d.adopt.better not in METRICS or not set(d.adopt.guard) <= set(METRICS):
+        raise ValueError(f"{path}: adopt.better and adopt.guard's metrics must be among {METRICS}, got "
+                         f"{[d.adopt.better, *d.adopt.guard]}")
     for arm, overrides in d.arms.items():
         load(**spec_overrides(overrides))  # a field the spec does not have fails here, naming it
     if d.trains:
@@ -143,8 +148,10 @@ def judge(d: Decision, rows: dict[str, dict[str, dict]]) -> dict[str, Any]:
             worse = sorted(f"{which}/{dom}" for which, per in domains.items() for dom, e in per.items()
                            if e["vs_reference"][arm]["ci95"][0] > 0)
             domain_ok = not (d.adopt.no_domain_worse and worse)
+            guards = {m: ci(d.adopt.set, arm, m) for m in d.adopt.guard}
+            guard_ok = all(guards[m][1] <= bound for m, bound in d.adopt.guard.items())
             out |= {"wer_vs_reference_ci95": wer, "better_vs_reference_ci95": better, "domains_worse": worse,
-                    "qualifies": wer_ok and domain_ok and better[1] < 0}
+                    "guards_vs_reference_ci95": guards, "qualifies": wer_ok and domain_ok and guard_ok and better[1] < 0}
         arms[arm] = out
     qualifying = [a for a in d.arms if arms[a].get("qualifies")]
     chosen = min(qualifying, key=lambda a: arms[a][d.adopt.set][d.adopt.better]) if qualifying else ref
@@ -270,9 +277,14 @@ def record(d: Decision, verdict: dict, commit: str) -> str:
                              f"{'' if ci is None else f'[{pct(ci[0])}, {pct(ci[1])}]'} | "
                              f"{n[which]['word_latency_ms_median']} / {n[which]['word_latency_ms_p90']} | "
                              f"{n[which]['rtf']} |")
-        better = {a: n.get("better_vs_reference_ci95") for a, n in v["arms"].items() if a != d.reference}
-        lines += ["", f"{d.adopt.better} − reference on {d.adopt.set} [95 %]: " +
-                  ", ".join(f"{a} {ci}" for a, ci in better.items())]
+        lines += ["", f"On {d.adopt.set}, {d.adopt.better}"
+                  + "".join(f" and {m} (guard: at most {b} more)" for m, b in d.adopt.guard.items())
+                  + ", each arm's value and its difference to the reference [95 %]:", ""]
+        for a, n in v["arms"].items():
+            cis = [n.get("better_vs_reference_ci95"), *n.get("guards_vs_reference_ci95", {}).values()]
+            lines.append(f"- {a}: " + "; ".join(
+                f"{m} {n[d.adopt.set].get(m)}" + ("" if c is None else f" {[round(x, 4) for x in c]}")
+                for m, c in zip([d.adopt.better, *d.adopt.guard], cis)))
         for which, domains in v.get("domains", {}).items():
             lines += ["", f"Per domain ({which}):", "", domains_markdown(domains, d.reference).rstrip()]
     if verdict.get("pending_seeds"):

@@ -61,6 +61,17 @@ def test_an_arm_past_the_wer_margin_is_not_adopted_and_the_reference_stays(tmp_p
     assert verdict["arms"]["sooner"]["wer_vs_reference_ci95"]["real"][1] > 0.01
 
 
+def test_an_arm_past_a_guard_is_not_adopted(tmp_path):
+    # sooner at the same words: a guard of 0 on the WER difference lets it through, one below 0 does not
+    allowed = judge(_decision(tmp_path, adopt="{better: word_latency_ms_median, set: streams, guard: {wer: 0.0}}"),
+                    _rows([5] * N))
+    assert allowed["chosen"] == "sooner" and allowed["arms"]["sooner"]["guards_vs_reference_ci95"]["wer"][1] == 0
+    d = _decision(tmp_path, adopt="{better: word_latency_ms_median, set: streams, guard: {wer: -0.001}}")
+    strict = judge(d, _rows([5] * N))
+    assert strict["chosen"] == "served" and not strict["arms"]["sooner"]["qualifies"]
+    assert "wer (guard: at most -0.001 more)" in record(d, strict, "abc1234")
+
+
 def test_a_bad_decision_file_is_refused_before_anything_runs(tmp_path):
     with pytest.raises(ValueError, match="reference"):
         _decision(tmp_path, reference="nobody")
@@ -68,6 +79,8 @@ def test_a_bad_decision_file_is_refused_before_anything_runs(tmp_path):
         _decision(tmp_path, sets="[test]")  # test is never a set a decision reads
     with pytest.raises(ValueError, match="adopt.better"):
         _decision(tmp_path, adopt="{better: vibes, set: streams}")
+    with pytest.raises(ValueError, match="adopt.guard"):
+        _decision(tmp_path, adopt="{better: wer, set: streams, guard: {vibes: 1}}")
     with pytest.raises(Exception, match="colour"):
         _decision(tmp_path, arms="{served: {}, odd: {second_pass: {colour: red}}}")
 
