@@ -2,6 +2,7 @@
 
     python -m benchmarks.evaluation data     # dataset versions (real speech read in place, synthetic training data)
     python -m benchmarks.evaluation train    # the 300 ms causal adapter the served spec runs over
+    python -m benchmarks.evaluation train --recipe synthetic  # the same without real speech: the recipe's gain
     python -m benchmarks.evaluation select   # the peers' configurations on dev → benchmarks/results/selection/
     python -m benchmarks.evaluation release  # served spec, peers, offline reference on `test` → results/evaluation.*
 
@@ -153,10 +154,16 @@ def _eval_sets(state: dict) -> list[str]:
     return [state["datasets"][k] for k in ("real", "l2") if k in state.get("datasets", {})]
 
 
-def _train_sets(state: dict) -> list[str]:
-    """The training sets (their `train` splits): the synthetic corpora and the L2 corpus's train speakers, its
-    prompts in written form (docs/decisions/real-speech-written.md)."""
-    return [state["datasets"][k] for k in ("synth", "kokoro_train", "l2") if k in state.get("datasets", {})]
+# the training sets (their `train` splits) per recipe: the adopted one, the synthetic corpora and the L2 corpus's train
+# speakers, its prompts in written form (docs/decisions/real-speech-written.md); and the synthetic corpora alone, the
+# recipe before real speech, whose causal pass on test gives the real-speech gain its interval (issue 66)
+RECIPES = {"adopted": ("synth", "kokoro_train", "l2"), "synthetic": ("synth", "kokoro_train")}
+ADAPTER_KEY = {"adopted": "adapter", "synthetic": "adapter_synthetic"}  # where each recipe's adapter is in the state
+
+
+def _train_sets(state: dict, recipe: str = "adopted") -> list[str]:
+    """The recipe's training sets (``RECIPES``), those the state has."""
+    return [state["datasets"][k] for k in RECIPES[recipe] if k in state.get("datasets", {})]
 
 
 def stage_train(args, out: Path, state: dict) -> None:
@@ -165,14 +172,14 @@ def stage_train(args, out: Path, state: dict) -> None:
     from configs.finetune import load_finetune_config
     from training.causal.run import run_finetune
 
-    cfg = load_finetune_config(str(REPO / "configs" / "smoke.yaml"), datasets=tuple(_train_sets(state)),
+    cfg = load_finetune_config(str(REPO / "configs" / "smoke.yaml"), datasets=tuple(_train_sets(state, args.recipe)),
                                validation_datasets=tuple(_eval_sets(state)),
                                **({"max_steps": args.steps} if args.steps else {}),
                                tracking_uri=args.tracking)
     cfg = cfg.model_copy(update={"storage_path": str(out / "ray"), "output_dir": str(out / "adapters"),
                                  "experiment": "bench-evaluation", "validation_limit": 16})
     summary = run_finetune(cfg.for_chunk(300))
-    state.setdefault("artifacts", {})["adapter"] = {k: summary[k] for k in ("adapter_dir", "run_id", "train_wall_s",
+    state.setdefault("artifacts", {})[ADAPTER_KEY[args.recipe]] = {k: summary[k] for k in ("adapter_dir", "run_id", "train_wall_s",
                                                                              "metrics")}
     print("trained", summary["adapter_dir"], summary["metrics"], flush=True)
 
@@ -284,19 +291,24 @@ def choices_markdown(choices: dict[str, Any]) -> str:
 def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = BUDGETS_MS, ours_rows: bool = True,
                   policies: tuple[str, ...] | None = None) -> tuple[list, str | None]:
     """The test rows: faster-whisper offline, the served spec over the trained adapter and that spec's causal pass
-    alone (the causal adapter's own accuracy, issue 66's bar) (``ours_rows``), each
+    alone (the causal adapter's own accuracy, issue 66's bar), and, once trained, the causal pass over the
+    synthetic-only recipe's adapter (what real training speech gained) (``ours_rows``), each
     peer policy's dev-chosen configuration per budget in ``budgets`` (``policies``: only these peer kinds); and the
     reference every row is compared with (LocalAgreement-2 at 1 s, its dev-chosen configuration), named whether or
     not this part scores it. Nothing here looks at test."""
-    from evaluation.headline import CAUSAL_ROW, OFFLINE, SERVED_ROW
+    from evaluation.headline import CAUSAL_ROW, OFFLINE, SERVED_ROW, SYNTHETIC_CAUSAL_ROW
     from recognizer.spec import Peer, RecognizerSpec, load
 
     specs = []
     if ours_rows:  # (the peers alone need no trained artifact)
-        adapter = state["artifacts"]["adapter"]["adapter_dir"]
+        artifacts = state["artifacts"]
+        adapter = artifacts["adapter"]["adapter_dir"]
         specs = [RecognizerSpec(OFFLINE, "faster-whisper", None),
                  load(name=SERVED_ROW, weights={"adapter_dir": adapter}),
                  load(name=CAUSAL_ROW, kind="causal", weights={"adapter_dir": adapter})]
+        if ADAPTER_KEY["synthetic"] in artifacts:
+            specs.append(load(name=SYNTHETIC_CAUSAL_ROW, kind="causal",
+                              weights={"adapter_dir": artifacts[ADAPTER_KEY["synthetic"]]["adapter_dir"]}))
     peers = choices.get("peers", {})
     for peer in sorted(peers.values(), key=lambda p: (p["kind"], p["chunk_ms"])):
         if peer["chunk_ms"] in budgets and (policies is None or peer["kind"] in policies):
@@ -318,9 +330,15 @@ def stage_release(args, out: Path, state: dict) -> None:
     budgets = _budgets(args)
     policies = tuple(f"whisperlivekit-{p.strip()}" for p in args.policies.split(",")) if args.policies else None
     specs, reference = release_specs(state, choices, budgets, ours_rows=not args.peers_only, policies=policies)
+    if args.rows:  # a row added to a release already scored: the others are not scored on test again
+        unknown = set(args.rows) - {s.name for s in specs}
+        if unknown:
+            raise SystemExit(f"release --rows: no such row {sorted(unknown)}; the rows: {[s.name for s in specs]}")
+        specs = [s for s in specs if s.name in args.rows]
     if not specs:
         raise SystemExit("release: nothing to score (--peers-only with no --budgets)")
-    tag = ("peers" if args.peers_only else "ours") + ("-" + "_".join(map(str, budgets)) if budgets else "")
+    tag = ("peers" if args.peers_only else "ours") + ("-" + "_".join(map(str, budgets)) if budgets else "") \
+        + ("-added" if args.rows else "")
     sets = _eval_sets(state)
     part = _evaluate(specs, sets, _train_sets(state), "test", out / f"release-{tag}", args,
                      reference=reference if reference in {s.name for s in specs} else None,
@@ -353,6 +371,8 @@ def main() -> None:
     parser.add_argument("--datasets", default="", help="data: only these (e.g. real,longform; default: every one)")
     parser.add_argument("--steps", type=int, default=None, help="train: the adapter's steps (default: the recipe's, "
                         "configs/smoke.yaml's finetune section)")
+    parser.add_argument("--recipe", choices=tuple(RECIPES), default="adopted",
+                        help="train: which recipe's adapter (synthetic: the corpora before real speech)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--budgets", default="300,500,1000", help="select / release: the latency budgets whose "
                         "peer configurations are scored ('' for none: select then only re-chooses)")
@@ -360,6 +380,8 @@ def main() -> None:
                         "default: both)")
     parser.add_argument("--peers-only", action="store_true",
                         help="release: score only the peer rows of --budgets (a release scored in parts)")
+    parser.add_argument("--rows", nargs="+", default=(),
+                        help="release: score only these rows (by name), e.g. one added after the others were scored")
     parser.add_argument("--peer-stride", type=int, default=2,
                         help="select: the peers' 12 configurations stream every k-th dev utterance (their CPU cost: "
                              "LocalAgreement-2 at 300 ms runs at 1.7× real time on 2 cores)")

@@ -215,6 +215,10 @@ def markdown(result: dict[str, Any]) -> str:
     if result.get("headline_domains"):
         lines += ["", "## Against offline faster-whisper, per domain", "",
                   headline.domains_markdown(result["headline_domains"])]
+    if (gain := result.get("real_speech_gain")) is not None:
+        lines += [f"Real-speech gain (the causal pass minus the same pass over the synthetic-only recipe's adapter, "
+                  f"pooled): {100 * gain['causal_minus_synthetic_only']:+.1f} points "
+                  f"[{100 * gain['ci95'][0]:+.1f}, {100 * gain['ci95'][1]:+.1f}], {gain['verdict']}.", ""]
     lines += _parts_notes(result)
     return "\n".join(lines) + "\n"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from test_intervals import _rows
 
-from evaluation.headline import OFFLINE, ROWS, domains_markdown, partials_headline
+from evaluation.headline import OFFLINE, ROWS, SYNTHETIC_CAUSAL_ROW, domains_markdown, partials_headline
 
 
 def _report() -> list[dict]:
@@ -79,3 +79,27 @@ def test_the_domain_table_has_a_row_per_domain():
     lines = table.strip().splitlines()
     assert len(lines) == 4 and lines[2].startswith("| l2 |") and lines[3].startswith("| read |")
     assert "×)" in lines[2] and all(any(v in line for v in ("worse", "better", "not separable")) for line in lines[2:])
+
+
+def test_the_real_speech_gain_pairs_the_causal_pass_with_the_synthetic_only_recipe():
+    rows = _report()
+    by = {r["name"]: r for r in _rows()}
+    # the synthetic-only stand-in: the hallucinating row's utterances (more errors than the causal stand-in's)
+    rows.append({**by["hallucinating"], "name": SYNTHETIC_CAUSAL_ROW})
+    out = partials_headline(_with_domains(rows), n_resamples=300)
+    gain = out["real_speech_gain"]
+    causal, synth = by["ours 300 ms"], by["hallucinating"]
+    assert gain["causal_minus_synthetic_only"] == pytest.approx(causal["wer"] - synth["wer"], abs=1e-4)
+    lo, hi = gain["ci95"]
+    assert lo <= gain["causal_minus_synthetic_only"] <= hi and gain["synthetic_only"]["value"] == synth["wer"]
+    for d, entry in out["headline_domains"].items():
+        units = [u for i, u in enumerate(synth["per_utterance"]) if (i % 3 == 0) == (d == "l2")]
+        g = entry["real_speech_gain"]
+        assert g["synthetic_only_wer"] == pytest.approx(
+            sum(u["errors"] for u in units) / sum(u["ref_words"] for u in units), abs=1e-4)
+        assert entry["causal_wer"] - g["synthetic_only_wer"] == pytest.approx(g["causal_minus_synthetic_only"],
+                                                                              abs=2e-4)
+    table = domains_markdown(out["headline_domains"]).splitlines()
+    assert "real-speech gain" in table[0] and all(line.count("|") == 10 for line in table)
+    # without the row, no gain anywhere and the table keeps its columns
+    assert "real_speech_gain" not in partials_headline(_report(), n_resamples=100)

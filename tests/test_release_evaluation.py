@@ -1,12 +1,11 @@
 """The release's test rows (``benchmarks.evaluation.release_specs``) are fixed by the served spec and
 ``choices.json`` alone: faster-whisper offline, the served spec over the trained adapter and its causal pass alone,
-and each peer policy's
-dev-chosen configuration at the budgets asked for; the reference is LocalAgreement-2 at 1 s."""
+the synthetic-only recipe's causal pass once its adapter is trained, and each peer policy's dev-chosen configuration at the budgets asked for; the reference is LocalAgreement-2 at 1 s."""
 
 from __future__ import annotations
 
-from benchmarks.evaluation import release_specs
-from evaluation.headline import CAUSAL_ROW, OFFLINE, SERVED_ROW
+from benchmarks.evaluation import _train_sets, release_specs
+from evaluation.headline import CAUSAL_ROW, OFFLINE, SERVED_ROW, SYNTHETIC_CAUSAL_ROW
 from recognizer.spec import load
 
 STATE = {"artifacts": {"adapter": {"adapter_dir": "/a/300ms"}}}
@@ -30,3 +29,18 @@ def test_a_part_of_peers_alone_needs_no_trained_adapter():
     specs, reference = release_specs({}, CHOICES, budgets=(500,), ours_rows=False, policies=("whisperlivekit-la",))
     assert [(s.name, s.peer.vac) for s in specs] == [("whisperlivekit-la 500", True)]
     assert reference == "whisperlivekit-la 1000"  # named even where this part does not score it
+
+
+def test_the_synthetic_only_recipe_adds_its_causal_pass_once_trained():
+    state = {"artifacts": {**STATE["artifacts"], "adapter_synthetic": {"adapter_dir": "/a/synthetic"}}}
+    specs, _ = release_specs(state, CHOICES, budgets=())
+    assert [s.name for s in specs] == [OFFLINE, SERVED_ROW, CAUSAL_ROW, SYNTHETIC_CAUSAL_ROW]
+    synthetic, causal = specs[3], specs[2]  # the same causal pass, only the adapter differs
+    assert synthetic.weights.adapter_dir == "/a/synthetic"
+    assert synthetic.with_(name=CAUSAL_ROW, weights={"adapter_dir": "/a/300ms"}) == causal
+
+
+def test_the_recipes_differ_only_by_the_real_speech():
+    state = {"datasets": {"synth": "/d/s", "kokoro_train": "/d/k", "l2": "/d/l2", "real": "/d/r"}}
+    assert _train_sets(state, "adopted") == ["/d/s", "/d/k", "/d/l2"]
+    assert _train_sets(state, "synthetic") == ["/d/s", "/d/k"]
