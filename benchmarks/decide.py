@@ -330,7 +330,11 @@ def main() -> None:
                 if (r := seed_rows(d, datasets, real, seed, uri, work, run=seed in run)) is not None}
         verdict = judge_seeds(d, rows)
     else:
-        verdict = judge(d, score(d, real, dict.fromkeys(d.arms, args.adapter)))
+        rows = score(d, real, dict.fromkeys(d.arms, args.adapter))
+        kept = REPO / "outputs" / "decisions" / "rows" / f"{d.name}.json"  # every utterance's hypothesis, for a look
+        kept.parent.mkdir(parents=True, exist_ok=True)                      # at what changed (never committed)
+        kept.write_text(json.dumps(rows, default=str), encoding="utf-8")
+        verdict = judge(d, rows)
     # a decision run a seed at a time logs its arms once, when every seed is in (a pending run would log the kept
     # seeds again at each invocation, and with a verdict they do not have yet)
     runs = {} if verdict.get("pending_seeds") else log_arms(d, verdict, uri, commit)
