@@ -22,8 +22,9 @@ A decision file::
 streams of 20-120 s, fed in fixed pieces. Test is never read. ``adopt``: an arm qualifies when the 95 % paired
 interval of its ``better`` metric minus the reference's lies wholly below 0 on the ``set`` named and, on every set,
 its WER difference is not separably above 0 (``wer_margin`` given: its upper end is at most that fraction), and for
-each ``guard`` metric the upper end of its difference on the ``set`` is at most the bound given (in the metric's
-units: ``guard: {display_latency_ms_median: 100}`` lets the shown words come at most 100 ms later); of the
+each ``guard`` metric the upper end of its difference on the ``set`` (or the set named before a dot) is at most
+the bound given, in the metric's units (``guard: {display_latency_ms_median: 100}``: the shown words come at most
+100 ms later; ``streams.word_latency_ms_median: 200``: the finals on the streams at most 200 ms later); of the
 qualifying arms, the one with the lowest ``better`` there; none: the reference stays.
 
 A recipe decision trains its arms: an arm's ``train`` (the datasets by their names in the release's
@@ -74,7 +75,11 @@ class Adopt:
     set: str = "real"  # (not "on": YAML reads a bare `on` as true)
     wer_margin: float | None = None
     no_domain_worse: bool = False  # also: on no domain of any set is the arm's WER separably above the reference's
-    guard: dict[str, float] = field(default_factory=dict)  # metric: the largest upper end of arm − reference allowed
+    guard: dict[str, float] = field(default_factory=dict)  # [set.]metric: the largest upper end of arm − reference
+
+    def guarded(self) -> dict[str, tuple[str, str]]:
+        """Each guard key's (set, metric): a bare metric is on ``set``."""
+        return {k: (k.rpartition(".")[0] or self.set, k.rpartition(".")[2]) for k in self.guard}
 
 
 @dataclass(frozen=True)
@@ -112,9 +117,10 @@ def load_decision(path: str | Path) -> Decision:
         raise ValueError(f"{path}: the reference {d.reference!r} is not among the arms {sorted(d.arms)}")
     if len(d.arms) < 2 or not set(d.sets) <= set(SETS) or d.adopt.set not in d.sets:
         raise ValueError(f"{path}: need two arms or more, sets among {SETS} and adopt.set among them")
-    if d.adopt.better not in METRICS or not set(d.adopt.guard) <= set(METRICS):
-        raise ValueError(f"{path}: adopt.better and adopt.guard's metrics must be among {METRICS}, got "
-                         f"{[d.adopt.better, *d.adopt.guard]}")
+    guarded = d.adopt.guarded().values()
+    if d.adopt.better not in METRICS or not all(m in METRICS and w in d.sets for w, m in guarded):
+        raise ValueError(f"{path}: adopt.better and adopt.guard's metrics must be among {METRICS} (a guard's set among "
+                         f"the sets), got {[d.adopt.better, *d.adopt.guard]}")
     for arm, overrides in d.arms.items():
         load(**spec_overrides(overrides))  # a field the spec does not have fails here, naming it
     if d.trains:
@@ -148,8 +154,8 @@ def judge(d: Decision, rows: dict[str, dict[str, dict]]) -> dict[str, Any]:
             worse = sorted(f"{which}/{dom}" for which, per in domains.items() for dom, e in per.items()
                            if e["vs_reference"][arm]["ci95"][0] > 0)
             domain_ok = not (d.adopt.no_domain_worse and worse)
-            guards = {m: ci(d.adopt.set, arm, m) for m in d.adopt.guard}
-            guard_ok = all(guards[m][1] <= bound for m, bound in d.adopt.guard.items())
+            guards = {k: ci(which, arm, m) for k, (which, m) in d.adopt.guarded().items()}
+            guard_ok = all(guards[k][1] <= bound for k, bound in d.adopt.guard.items())
             out |= {"wer_vs_reference_ci95": wer, "better_vs_reference_ci95": better, "domains_worse": worse,
                     "guards_vs_reference_ci95": guards, "qualifies": wer_ok and domain_ok and guard_ok and better[1] < 0}
         arms[arm] = out
@@ -282,9 +288,10 @@ def record(d: Decision, verdict: dict, commit: str) -> str:
                   + ", each arm's value and its difference to the reference [95 %]:", ""]
         for a, n in v["arms"].items():
             cis = [n.get("better_vs_reference_ci95"), *n.get("guards_vs_reference_ci95", {}).values()]
+            keys = [(d.adopt.better, (d.adopt.set, d.adopt.better)), *d.adopt.guarded().items()]
             lines.append(f"- {a}: " + "; ".join(
-                f"{m} {n[d.adopt.set].get(m)}" + ("" if c is None else f" {[round(x, 4) for x in c]}")
-                for m, c in zip([d.adopt.better, *d.adopt.guard], cis)))
+                f"{k} {n[which].get(m)}" + ("" if c is None else f" {[round(x, 4) for x in c]}")
+                for (k, (which, m)), c in zip(keys, cis)))
         for which, domains in v.get("domains", {}).items():
             lines += ["", f"Per domain ({which}):", "", domains_markdown(domains, d.reference).rstrip()]
     if verdict.get("pending_seeds"):

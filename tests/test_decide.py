@@ -70,6 +70,10 @@ def test_an_arm_past_a_guard_is_not_adopted(tmp_path):
     strict = judge(d, _rows([5] * N))
     assert strict["chosen"] == "served" and not strict["arms"]["sooner"]["qualifies"]
     assert "wer (guard: at most -0.001 more)" in record(d, strict, "abc1234")
+    # a guard on another set than the one the arm must be better on: sooner on the streams, at most 0 WER more on real
+    on_real = _decision(tmp_path, adopt="{better: word_latency_ms_median, set: streams, guard: {real.wer: 0.0}}")
+    assert judge(on_real, _rows([5] * N))["chosen"] == "sooner"
+    assert "- sooner: word_latency_ms_median" in record(on_real, judge(on_real, _rows([5] * N)), "abc1234")
 
 
 def test_a_bad_decision_file_is_refused_before_anything_runs(tmp_path):
@@ -81,6 +85,8 @@ def test_a_bad_decision_file_is_refused_before_anything_runs(tmp_path):
         _decision(tmp_path, adopt="{better: vibes, set: streams}")
     with pytest.raises(ValueError, match="adopt.guard"):
         _decision(tmp_path, adopt="{better: wer, set: streams, guard: {vibes: 1}}")
+    with pytest.raises(ValueError, match="adopt.guard"):
+        _decision(tmp_path, adopt="{better: wer, set: streams, guard: {test.wer: 0}}")
     with pytest.raises(Exception, match="colour"):
         _decision(tmp_path, arms="{served: {}, odd: {second_pass: {colour: red}}}")
 
