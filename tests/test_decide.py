@@ -76,6 +76,18 @@ def test_an_arm_past_a_guard_is_not_adopted(tmp_path):
     assert "- sooner: word_latency_ms_median" in record(on_real, judge(on_real, _rows([5] * N)), "abc1234")
 
 
+def test_no_domain_worse_judges_the_sets_with_domains_and_needs_them_on_the_adopt_set(tmp_path):
+    d = _decision(tmp_path, adopt="{better: word_latency_ms_median, set: real, no_domain_worse: true}")
+    rows = _rows([5] * N)
+    with pytest.raises(ValueError, match="domain on every utterance of 'real'"):
+        judge(d, rows)
+    for r in rows["real"].values():  # the real set's utterances carry domains; the joined streams mix them
+        for i, u in enumerate(r["per_utterance"]):
+            u["domain"] = "read" if i % 2 else "l2"
+    verdict = judge(d, rows)
+    assert set(verdict["domains"]) == {"real"} and verdict["chosen"] == "sooner"
+
+
 def test_a_bad_decision_file_is_refused_before_anything_runs(tmp_path):
     with pytest.raises(ValueError, match="reference"):
         _decision(tmp_path, reference="nobody")
