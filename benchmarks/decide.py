@@ -286,12 +286,12 @@ def record(d: Decision, verdict: dict, commit: str) -> str:
         lines += ["", f"On {d.adopt.set}, {d.adopt.better}"
                   + "".join(f" and {m} (guard: at most {b} more)" for m, b in d.adopt.guard.items())
                   + ", each arm's value and its difference to the reference [95 %]:", ""]
+        keys = [(d.adopt.better, (d.adopt.set, d.adopt.better)), *d.adopt.guarded().items()]
         for a, n in v["arms"].items():
-            cis = [n.get("better_vs_reference_ci95"), *n.get("guards_vs_reference_ci95", {}).values()]
-            keys = [(d.adopt.better, (d.adopt.set, d.adopt.better)), *d.adopt.guarded().items()]
+            cis = {d.adopt.better: n.get("better_vs_reference_ci95"), **n.get("guards_vs_reference_ci95", {})}
             lines.append(f"- {a}: " + "; ".join(
-                f"{k} {n[which].get(m)}" + ("" if c is None else f" {[round(x, 4) for x in c]}")
-                for (k, (which, m)), c in zip(keys, cis)))
+                f"{k} {n[which].get(m)}" + ("" if cis.get(k) is None else f" {[round(x, 4) for x in cis[k]]}")
+                for k, (which, m) in keys))
         for which, domains in v.get("domains", {}).items():
             lines += ["", f"Per domain ({which}):", "", domains_markdown(domains, d.reference).rstrip()]
     if verdict.get("pending_seeds"):
