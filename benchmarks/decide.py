@@ -157,7 +157,8 @@ def judge(d: Decision, rows: dict[str, dict[str, dict]]) -> dict[str, Any]:
             guards = {k: ci(which, arm, m) for k, (which, m) in d.adopt.guarded().items()}
             guard_ok = all(guards[k][1] <= bound for k, bound in d.adopt.guard.items())
             out |= {"wer_vs_reference_ci95": wer, "better_vs_reference_ci95": better, "domains_worse": worse,
-                    "guards_vs_reference_ci95": guards, "qualifies": wer_ok and domain_ok and guard_ok and better[1] < 0}
+                    "guards_vs_reference_ci95": guards,
+                    "qualifies": wer_ok and domain_ok and guard_ok and better[1] < 0}
         arms[arm] = out
     qualifying = [a for a in d.arms if arms[a].get("qualifies")]
     chosen = min(qualifying, key=lambda a: arms[a][d.adopt.set][d.adopt.better]) if qualifying else ref

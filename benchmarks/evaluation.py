@@ -179,8 +179,8 @@ def stage_train(args, out: Path, state: dict) -> None:
     cfg = cfg.model_copy(update={"storage_path": str(out / "ray"), "output_dir": str(out / "adapters"),
                                  "experiment": "bench-evaluation", "validation_limit": 16})
     summary = run_finetune(cfg.for_chunk(300))
-    state.setdefault("artifacts", {})[ADAPTER_KEY[args.recipe]] = {k: summary[k] for k in ("adapter_dir", "run_id", "train_wall_s",
-                                                                             "metrics")}
+    keep = ("adapter_dir", "run_id", "train_wall_s", "metrics")
+    state.setdefault("artifacts", {})[ADAPTER_KEY[args.recipe]] = {k: summary[k] for k in keep}
     print("trained", summary["adapter_dir"], summary["metrics"], flush=True)
 
 

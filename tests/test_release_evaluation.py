@@ -1,6 +1,7 @@
 """The release's test rows (``benchmarks.evaluation.release_specs``) are fixed by the served spec and
 ``choices.json`` alone: faster-whisper offline, the served spec over the trained adapter and its causal pass alone,
-the synthetic-only recipe's causal pass once its adapter is trained, and each peer policy's dev-chosen configuration at the budgets asked for; the reference is LocalAgreement-2 at 1 s."""
+the synthetic-only recipe's causal pass once its adapter is trained, and each peer policy's dev-chosen configuration
+at the budgets asked for; the reference is LocalAgreement-2 at 1 s."""
 
 from __future__ import annotations
 
