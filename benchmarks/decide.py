@@ -220,10 +220,24 @@ def seed_rows(d: Decision, datasets: dict[str, str], real: list[str], seed: int,
     return rows
 
 
-def score(d: Decision, real: list[str], adapters: dict[str, str | None]) -> dict[str, dict[str, dict]]:
+EMMA_PLACEHOLDER = "$EMMA"  # an arm's ``decoding.emma_dir``: the policy folder given as ``--emma`` at run time
+
+
+def with_emma(arm: dict[str, Any], emma_dir: str | None) -> dict[str, Any]:
+    """The arm's overrides with the ``$EMMA`` placeholder replaced by the policy folder (an error without one)."""
+    decoding = arm.get("decoding") or {}
+    if decoding.get("emma_dir") != EMMA_PLACEHOLDER:
+        return arm
+    if not emma_dir:
+        raise SystemExit(f"an arm names the EMMA policy ({EMMA_PLACEHOLDER}): give --emma DIR")
+    return {**arm, "decoding": {**decoding, "emma_dir": emma_dir}}
+
+
+def score(d: Decision, real: list[str], adapters: dict[str, str | None], emma_dir: str | None = None
+          ) -> dict[str, dict[str, dict]]:
     """Every arm (the served spec with its overrides, over its adapter) on each dev set: {set: {arm: row}}."""
-    specs = [load(**{**spec_overrides(o), "name": arm}).with_(weights={"adapter_dir": adapters[arm]})
-             for arm, o in d.arms.items()]
+    specs = [load(**{**spec_overrides(with_emma(o, emma_dir)), "name": arm})
+             .with_(weights={"adapter_dir": adapters[arm]}) for arm, o in d.arms.items()]
     rows = {}
     for which in d.sets:
         if which == "streams":
@@ -313,6 +327,8 @@ def main() -> None:
     parser.add_argument("--real", nargs="+", help="the dev sets' dataset versions (their `dev` splits are used); "
                         "default: the state's real and l2 versions")
     parser.add_argument("--adapter", help="the causal adapter the arms run on (default: the original weights)")
+    parser.add_argument("--emma", help=f"the EMMA policy folder of arms whose decoding.emma_dir is {EMMA_PLACEHOLDER} "
+                        "(default: the state's artifacts.emma, benchmarks/emma_release.py)")
     parser.add_argument("--state", default="outputs/bench-evaluation/state.json",
                         help="the release's state.json: the dataset versions a recipe decision's arms name")
     parser.add_argument("--seeds", type=int, nargs="+", help="a recipe decision: train and score only these of its "
@@ -327,7 +343,9 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=REPO).stdout.strip()
     uri = args.tracking_uri or default_tracking_uri()
-    datasets = json.loads(Path(args.state).read_text())["datasets"] if Path(args.state).exists() else {}
+    state = json.loads(Path(args.state).read_text()) if Path(args.state).exists() else {}
+    datasets = state.get("datasets", {})
+    emma_dir = args.emma or state.get("artifacts", {}).get("emma", {}).get("emma_dir")
     real = args.real or [datasets[k] for k in ("real", "l2") if k in datasets]
     if not real:
         raise SystemExit("no dev set: give --real DIR or a --state that names one")
@@ -338,7 +356,7 @@ def main() -> None:
                 if (r := seed_rows(d, datasets, real, seed, uri, work, run=seed in run)) is not None}
         verdict = judge_seeds(d, rows)
     else:
-        rows = score(d, real, dict.fromkeys(d.arms, args.adapter))
+        rows = score(d, real, dict.fromkeys(d.arms, args.adapter), emma_dir)
         kept = REPO / "outputs" / "decisions" / "rows" / f"{d.name}.json"  # every utterance's hypothesis, for a look
         kept.parent.mkdir(parents=True, exist_ok=True)                      # at what changed (never committed)
         kept.write_text(json.dumps(rows, default=str), encoding="utf-8")

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from benchmarks.decide import judge, load_decision, log_arms, record
+from benchmarks.decide import judge, load_decision, log_arms, record, with_emma
 
 N = 12  # utterances / streams
 
@@ -184,3 +184,13 @@ def test_a_recipe_decision_without_seeds_or_with_an_unknown_setting_is_refused(t
         _recipe(tmp_path, seeds="[]")
     with pytest.raises(Exception, match="learning_rate"):
         _recipe(tmp_path, train="{datasets: [l2], learning_rate: 1}")
+
+
+def test_the_emma_placeholder_takes_the_policy_given_at_run_time_and_is_refused_without_one():
+    arm = {"kind": "causal", "decoding": {"emma_dir": "$EMMA", "t_emma": 0.3}}
+    assert with_emma(arm, "/policies/p1") == {"kind": "causal", "decoding": {"emma_dir": "/policies/p1",
+                                                                             "t_emma": 0.3}}
+    assert arm["decoding"]["emma_dir"] == "$EMMA"  # the decision's own arms are not changed
+    assert with_emma({"second_pass": {"heartbeat_ms": 0}}, None) == {"second_pass": {"heartbeat_ms": 0}}
+    with pytest.raises(SystemExit, match="--emma"):
+        with_emma(arm, None)
