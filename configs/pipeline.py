@@ -77,8 +77,8 @@ class PipelineConfig(BaseModel):
     # (docs/decisions/verifier-hush-word.md)
     two_pass_verifiers: tuple[Literal["hush", "zeros_5s", "noise_5s", "pad30"], ...] = ("hush", "zeros_5s")
     # EMMA among the recognizers the promote stage registers: off, as it did not write earlier than the stability
-    # rule at a WER not separably worse (docs/decisions/emma-candidate.md); the sweep still runs, tracks and promotes
-    # its own policies
+    # rule at a WER not separably worse (docs/decisions/emma-candidate.md), nor, over the L2-trained adapter, earlier
+    # than the served two-pass finals (emma-adopted.md); the sweep still runs, tracks and promotes its own policies
     emma_candidate: bool = False
     hush_word: dict = Field(default_factory=dict)
     finetune: dict = Field(default_factory=dict)
