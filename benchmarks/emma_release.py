@@ -46,19 +46,20 @@ def main() -> None:
     state = _state(out)
     if "adapter" not in state.get("artifacts", {}):
         raise SystemExit(f"no adopted adapter in {out / 'state.json'}: run `python -m benchmarks.evaluation train`")
+    from data.tracking import client
     from flows.sweep_emma import run_sweep_flow
     from training.emma.dashboard import trial_rows
 
     sweep = sweep_config(state, out, f"sqlite:///{out / 'mlflow.db'}", args.validation_limit)
-    result = run_sweep_flow(sweep)
+    result = run_sweep_flow(sweep)  # a sweep finished before is not re-run: its trials are read back from MLflow
     rows = trial_rows(result["tracking_uri"], result["parent_run_id"])
-    policies = {str(t.get("policy_dir")) for t in result.get("trials", []) if t.get("policy_dir")}
-    if len(policies) > 1:
-        raise SystemExit(f"expected one trained policy, got {sorted(policies)}")
+    mlflow = client(result["tracking_uri"])
+    policies = {mlflow.get_run(r["run_id"]).data.tags.get("policy_dir") for r in rows}  # each trial's policy
+    if len(policies) != 1 or None in policies:
+        raise SystemExit(f"expected the sweep's trials to share one trained policy, got {sorted(map(str, policies))}")
     keep = ("t_emma", "wer", "al_ms", "pareto")
     state.setdefault("artifacts", {})["emma"] = {
-        "emma_dir": policies.pop() if policies else state.get("artifacts", {}).get("emma", {}).get("emma_dir"),
-        "sweep_run_id": result["parent_run_id"], "validation_limit": args.validation_limit,
+        "emma_dir": policies.pop(), "sweep_run_id": result["parent_run_id"], "validation_limit": args.validation_limit,
         "trials": [{k: r.get(k) for k in keep} for r in rows]}
     _save(out, state)
     print(json.dumps(state["artifacts"]["emma"], indent=1, default=str))
