@@ -68,7 +68,7 @@ done
 import json, sys
 from data.audio import load_audio
 from evaluation.repetition import utterance_repetition
-from evaluation.systems import faster_whisper_model, faster_whisper_text
+from evaluation.offline import faster_whisper_model, faster_whisper_text
 from evaluation.metrics.wer import wer
 from data.weights import ct2_files
 audio = load_audio(sys.argv[1], max_duration_s=24 * 3600.0).samples
