@@ -87,15 +87,21 @@ def evaluate_cmd(
         "--model", help="a registered recognizer, models:/NAME@ALIAS or models:/NAME/VERSION (repeat): scored as "
                         "registered (what serve-model serves), beside the offline references and, with --peers, the "
                         "PyPI peers at its chunk size")] = None,
+    tag_test: Annotated[bool, typer.Option(help="with --model on the test split: each version's test numbers (WER, "
+                                                "latency, RTF, per domain, with intervals) become its test_* tags, as "
+                                                "the pipeline tags the champion it promotes")] = True,
 ) -> None:
     """Every system on the same held-out utterances in one run (Prefect flow evaluate → report + MLflow)."""
     from flows.evaluate import run_evaluate
     from recognizer.build import default_specs
 
+    versions: list[tuple[str, dict]] = []
     if model:
         from recognizer.registry import load_spec
 
-        loaded = [load_spec(tracking_uri or default_tracking_uri(), uri)[0] for uri in model]
+        pairs = [load_spec(tracking_uri or default_tracking_uri(), uri) for uri in model]
+        loaded = [spec for spec, _ in pairs]
+        versions = [(spec.name, version) for spec, version in pairs]
         chunks = sorted({s.chunk_ms for s in loaded if s.chunk_ms})
         specs = [s for s in default_specs(chunks, peers=peers) if s.kind in ("offline", "faster-whisper")
                  or s.kind.startswith("whisperlivekit")] + loaded
@@ -111,6 +117,14 @@ def evaluate_cmd(
     result = run_evaluate(specs, test, train or [], train_split or ["train"], split, limit,
                           str(out) if out else None, tracking_uri, repeats=repeats,
                           ledger_path=str(ledger) if ledger else None, purpose=purpose)
+    if versions and split == "test" and tag_test:
+        from tasks.recognizer import tag_registered_test_numbers
+
+        rows = {r["name"]: r for r in result["systems"]}
+        for name, version in versions:
+            tags = tag_registered_test_numbers(tracking_uri or default_tracking_uri(), version, rows[name],
+                                               result["test_set"])
+            typer.echo(f"{version['registered_model']} v{version['version']}: {len(tags)} test_* tags", err=True)
     typer.echo(json.dumps({k: v for k, v in result.items() if k != "systems"} | {"systems": [
         {k: r[k] for k in ("name", "source", "chunk_ms", "wer", "word_latency_ms_median", "rtf", "within_wer_cap")}
         for r in result["systems"]]}, indent=2, default=str))

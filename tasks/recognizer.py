@@ -86,6 +86,11 @@ def tag_champion_test_numbers(tracking_uri: str, champion: dict, evaluation: dic
     rows = [r for r in evaluation["systems"] if r["name"].startswith("champion (dev-selected)")]
     if not rows:
         return {}
-    return tag_version_test_numbers(tracking_uri, champion["registered_model"], champion["version"], rows[0],
-                                    evaluation["test_set"],
+    return tag_registered_test_numbers(tracking_uri, champion, rows[0], evaluation["test_set"])
+
+
+def tag_registered_test_numbers(tracking_uri: str, version: dict, row: dict, test_set: dict) -> dict[str, str]:
+    """A registered recognizer's held-out `test` row as its version's ``test_*`` tags (the pipeline's champion, or
+    a version scored by ``whisperline evaluate --model``)."""
+    return tag_version_test_numbers(tracking_uri, version["registered_model"], version["version"], row, test_set,
                                     ("wer", "word_latency_ms_median", "word_latency_ms_p90", "rtf"))

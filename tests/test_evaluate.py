@@ -108,3 +108,30 @@ def test_repeats_report_medians_of_the_clock_and_one_transcript(test_shards):
     assert row["step_ms_median"] == round(statistics.median(r["step_ms_median"] for r in row["runs"]), 4)
     with pytest.raises(ValueError, match="repeats"):
         evaluate_systems([SPECS[1]], utterances, test_set={}, repeats=0)
+
+
+def test_evaluate_cli_tags_a_registered_version_with_its_test_numbers(test_shards, tmp_path):
+    """`whisperline evaluate --model models:/NAME@champion` on the test split: the version's row (scored as
+    registered, beside offline Whisper) becomes its test_* tags, the numbers of the report it wrote."""
+    from typer.testing import CliRunner
+
+    from data.tracking import client
+    from flows.cli import app
+    from recognizer.registry import register_recognizer
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    reg = register_recognizer(uri, RecognizerSpec("causal 300", "causal", 300))
+    client(uri).set_registered_model_alias(reg["registered_model"], "champion", reg["version"])
+    out = tmp_path / "report"
+    done = CliRunner().invoke(app, ["evaluate", str(test_shards), "--model",
+                                    f"models:/{reg['registered_model']}@champion", "--no-peers", "--tracking-uri", uri,
+                                    "--out", str(out), "--ledger", str(tmp_path / "ledger.jsonl"),
+                                    "--purpose", "smoke"])
+    assert done.exit_code == 0, done.output
+    report = json.loads((out / "evaluation.json").read_text())
+    (row,) = [r for r in report["systems"] if r["name"].endswith("@champion")]
+    tags = client(uri).get_model_version(reg["registered_model"], reg["version"]).tags
+    assert float(tags["test_wer"]) == row["wer"] and float(tags["test_rtf"]) == row["rtf"]
+    assert tags["test_set"].startswith("3 utterances") and tags["selected_on"] == "dev split"
+    assert tags["test_set_audio_sha256"] == report["test_set"]["audio_sha256"]
+
