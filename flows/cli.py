@@ -76,6 +76,11 @@ def evaluate_cmd(
     emma_adapter: Annotated[Optional[str], typer.Option()] = None,
     t_emma: Annotated[float, typer.Option()] = 0.3,
     peers: Annotated[bool, typer.Option(help="the real PyPI peers (whisperlivekit, faster-whisper)")] = True,
+    live_peers: Annotated[bool, typer.Option(help="with --peers: whisperlivekit's streaming policies too (off: "
+                                                  "faster-whisper offline alone beside)")] = True,
+    peer_chunk_ms: Annotated[Optional[list[int]], typer.Option(
+        "--peer-chunk-ms", help="the sizes the whisperlivekit peers run at (repeat; default: every chunk size "
+                                "scored, with --model the model's)")] = None,
     limit: Annotated[Optional[int], typer.Option(help="first N utterances only (smoke runs)")] = None,
     repeats: Annotated[int, typer.Option(help="stream the set N times; timings are medians of the N")] = 1,
     out: Annotated[Optional[Path], typer.Option(help="folder for evaluation.json / .md / _pareto.png")] = None,
@@ -102,9 +107,10 @@ def evaluate_cmd(
         pairs = [load_spec(tracking_uri or default_tracking_uri(), uri) for uri in model]
         loaded = [spec for spec, _ in pairs]
         versions = [(spec.name, version) for spec, version in pairs]
-        chunks = sorted({s.chunk_ms for s in loaded if s.chunk_ms})
-        specs = [s for s in default_specs(chunks, peers=peers) if s.kind in ("offline", "faster-whisper")
-                 or s.kind.startswith("whisperlivekit")] + loaded
+        chunks = sorted({s.chunk_ms for s in loaded if s.chunk_ms} | set(peer_chunk_ms or []))
+        specs = [s for s in default_specs(chunks, peers=peers, peer_chunk_sizes=peer_chunk_ms)
+                 if s.kind in ("offline", "faster-whisper") or (live_peers and s.kind.startswith("whisperlivekit"))
+                 ] + loaded
     else:
         adapters = {int(k): v for k, v in (a.split("=", 1) for a in adapter or [])}
         emma_chunk = None
@@ -113,7 +119,7 @@ def evaluate_cmd(
 
             emma_chunk = read_policy_meta(emma)["config"]["chunk_ms"]  # the size it was trained at
         specs = default_specs(chunk_ms or [300, 1000], adapters, rcs_adapter, emma, emma_adapter, t_emma, peers,
-                              emma_chunk_ms=emma_chunk)
+                              emma_chunk_ms=emma_chunk, peer_chunk_sizes=peer_chunk_ms)
     result = run_evaluate(specs, test, train or [], train_split or ["train"], split, limit,
                           str(out) if out else None, tracking_uri, repeats=repeats,
                           ledger_path=str(ledger) if ledger else None, purpose=purpose)

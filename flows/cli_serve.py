@@ -5,7 +5,9 @@ commands (``whisperline --help`` must not load them)."""
 from __future__ import annotations
 
 import json
+import signal
 import statistics
+import threading
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -14,6 +16,8 @@ import typer
 
 from data.tracking import default_tracking_uri
 from streaming.precision import REQUESTS
+
+STOP_SERVE_S = 6.0  # of the 10 s a stop may take: the rest is Ray's own shutdown
 
 
 def serve_model(
@@ -43,7 +47,6 @@ def serve_model(
     if precision is not None and precision not in REQUESTS:  # refused here, not in every replica
         raise typer.BadParameter(f"one of {', '.join(REQUESTS)}, got {precision!r}", param_hint="--precision")
 
-    from ray import serve
     from serving.app import ServeSettings, run
 
     settings = ServeSettings(tracking_uri=tracking_uri or default_tracking_uri(), registered_model=model, alias=alias,
@@ -52,17 +55,41 @@ def serve_model(
                              token_file=token_file, max_per_client=max_per_client,
                              **({"allowed_origins": tuple(allowed_origin)} if allowed_origin else {}))
     settings.token()  # an unreadable or empty token file fails here, not in every replica
-    url = run(settings, port, num_replicas=replicas)
-    typer.echo(f"serving {model}@{alias} at {url} (page {url}/, WebSocket {url.replace('http', 'ws')}/ws). "
-               "Ctrl-C stops.")
-    typer.echo(_precision_line(url))
+    # SIGTERM (a service manager, `kill`) stops as Ctrl-C does: without it the interpreter died at once and left
+    # the Ray processes it had started running with no parent
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
+        url = run(settings, port, num_replicas=replicas)
+        signal.signal(signal.SIGTERM, _interrupt)  # again: ray.init installs its own, which aborts the driver
+        typer.echo(f"serving {model}@{alias} at {url} (page {url}/, WebSocket {url.replace('http', 'ws')}/ws, "
+                   f"OpenAI API {url}/v1). Ctrl-C stops.")
+        typer.echo(_precision_line(url))
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
-        pass
+        typer.echo("stopping", err=True)
     finally:
-        serve.shutdown()
+        stop_serving()
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_serving(serve_s: float = STOP_SERVE_S) -> None:
+    """Serve's app and proxy down (its replicas get ``graceful_shutdown_s`` to close their streams), at most
+    ``serve_s``; then the Ray instance this process started, and with it every process Ray started."""
+    import ray
+    from ray import serve
+
+    if not ray.is_initialized():
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the shutdown short
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    done = threading.Thread(target=serve.shutdown, name="serve-shutdown", daemon=True)
+    done.start()
+    done.join(serve_s)
+    ray.shutdown()
 
 
 def _precision_line(url: str) -> str:

@@ -33,6 +33,7 @@ from data.tracking import client
 from evaluation import domains
 from evaluation.intervals import compare
 from evaluation.report import OFFLINE_KINDS, _groups
+from recognizer.card import write_card
 
 CHAMPION, FAST = "champion", "champion-fast"
 
@@ -216,6 +217,8 @@ def promote(tracking_uri: str, rows: Sequence[Mapping[str, Any]], versions: Mapp
         verdict = (aliases[CHAMPION][1] if r["name"] == champion else
                    f"candidate: {', '.join(held) if held else 'no alias'}; the champion is {champion}")
         c.set_model_version_tag(v["registered_model"], v["version"], "gate", verdict)
+    for r in scored:  # every card follows its new tags and aliases
+        write_card(tracking_uri, versions[r["name"]]["registered_model"], versions[r["name"]]["version"])
     return {"aliases": out, "excluded": excluded, "default_champion": default.pattern,
             "budget": {"latency_ms": budget.latency_ms, "rtf": budget.rtf}, "eval_set": eval_set}
 

@@ -20,6 +20,7 @@ from typing import Any
 from data.tracking import audio_signature, client, experiment_id, git_commit, log_pyfunc_model
 from recognizer.artifact import (RECOGNIZER_KINDS, SPEC_FILE, NotARecognizer, from_portable, portable, recognizer_kind,
                                  registered_name, spec_json)
+from recognizer.card import write_card
 from recognizer.spec import RecognizerSpec
 
 EXPERIMENT = "whisperline-recognizers"
@@ -76,6 +77,7 @@ def register_recognizer(tracking_uri: str, spec: RecognizerSpec, *, name: str | 
     try:
         for mv in c.search_model_versions(f"name = '{name}'"):
             if mv.tags.get(KEY_TAG) == key:
+                write_card(tracking_uri, name, str(mv.version))  # one registered before cards existed gets one
                 return {"registered_model": name, "version": str(mv.version), "run_id": mv.run_id, "kind": kind,
                         "key": key, "reused": "true"}
     except Exception:  # no such registered model yet
@@ -101,6 +103,7 @@ def register_recognizer(tracking_uri: str, spec: RecognizerSpec, *, name: str | 
     for k, v in {"whisperline.kind": kind, "chunk_ms": str(spec.chunk_ms), KEY_TAG: key, "git_commit": code,
                  "dataset_versions": run_tags["dataset_versions"]}.items():
         c.set_model_version_tag(name, version, k, v)
+    write_card(tracking_uri, name, version)
     return {"registered_model": name, "version": version, "run_id": run.info.run_id, "kind": kind, "key": key,
             "reused": "false"}
 

@@ -7,6 +7,7 @@ Routes (one FastAPI ingress, bound to 127.0.0.1 by ``run``):
   ``GET /healthz``      live streams, capacity, the version served and its precision, the CPU, the watcher's state
   ``GET /version``      model name, version, alias, base sha256, dataset versions, chunk sizes, precision (the one
                         running, the one asked for and why they differ: ``streaming.precision``) and the CPU
+  ``/v1/…``             OpenAI's transcription API (``serving.openai_routes``)
 
 Concurrency: a replica holds up to ``max_streams`` streams (a socket becomes one with its first config or audio:
 sockets that have sent nothing hold no engine and no slot, ``max_pending`` of them, each for ``first_audio_s`` at
@@ -28,15 +29,11 @@ loaded next to the current one and then becomes current. A stream keeps the mode
 version that fails to load leaves the current one serving; ``/healthz`` reports it (``failed_version``,
 ``watch_error``) and it is not retried until the alias moves.
 
-Limits before work (``serving.settings``): who may connect is checked first (``serving.guard``: the browser Origin
-against an allow-list, loopback pages by default; a bearer token where one is configured; refused at the handshake,
-403), then capacity (streams + uploads per replica: ``busy``), then the client's own allowance over every replica
-(``serving.clients``: open connections and new connections per minute per address). A stream's client must send
-live audio: no frame for ``idle_timeout_s``, less than ``min_speed`` × real time after ``slack_s``, empty frames or
-more than ``max_frames_per_s`` frames end it with a reason; tiny frames wait in the session until a whole chunk is
-there (no thread-pool round trip each). An upload's body is read under ``max_body_mb`` (the declared length first),
-its length read from the container header and refused past ``max_upload_s`` before anything is decoded, and it runs
-on its own ``upload_threads``, never the live streams'.
+Limits before work (``serving.settings``; docs/serving.md, "Hardening"): who may connect first (``serving.guard``:
+Origin allow-list, bearer token; 403 at the handshake), then capacity (``busy``), then the client's allowance over
+every replica (``serving.clients``). A stream's client must send live audio (``StreamGuard``); an upload's body is
+read under ``max_body_mb``, its length checked against ``max_upload_s`` from the header before anything is decoded,
+and it runs on its own ``upload_threads``, never the live streams'.
 """
 
 # no `from __future__ import annotations`: Ray Serve's class-based view re-creates each route from its signature,
@@ -54,7 +51,7 @@ from typing import Any
 
 import ray
 from fastapi import FastAPI, Request, WebSocket
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from ray import serve
 from starlette.websockets import WebSocketDisconnect
 
@@ -63,6 +60,7 @@ from serving.channel import DISCONNECTED, END, Backlog, close_with, receive, rss
 from serving.clients import ClientLedger
 from serving.guard import ClientTable, StreamGuard, offered_token, origin_allowed, token_ok
 from serving.models import load, resolve
+from serving.openai_routes import OpenAIRoutes
 from serving.protocol import FORMATS, MAX_FRAME_S, SAMPLE_RATE, ProtocolError, StreamConfig
 from serving.session import StreamSession
 from serving.settings import ServeSettings
@@ -75,9 +73,10 @@ PAGE_FILES = {"index.html", "capture-worklet.js", "page.js"}
 api = FastAPI(title="whisperline live recognizer")
 
 
+
 @serve.deployment(name="recognizer")
 @serve.ingress(api)
-class Recognizer:
+class Recognizer(OpenAIRoutes):
     def __init__(self, settings: ServeSettings, ledger=None) -> None:
         import torch  # lazy: the replica needs it, not the driver that starts Serve
 
@@ -219,9 +218,27 @@ class Recognizer:
     def version(self) -> dict[str, Any]:
         return {**self.current.describe(), "settings": self.settings.public()}
 
+    # OpenAI's transcription API (serving.openai_routes does the work)
+    @api.get("/v1/models")
+    def v1_models(self, request: Request) -> JSONResponse:
+        return self.openai_models(request)
+
+    @api.post("/v1/audio/transcriptions")
+    async def v1_transcriptions(self, request: Request) -> Response:
+        return await self.openai_transcriptions(request)
+
     def _refuse(self, code: str, status: int, message: str) -> JSONResponse:
         self.refused[code] += 1
         return JSONResponse({"error": code, "message": message}, status_code=status)
+
+    def _refusal_message(self, code: str) -> str:
+        return {"busy": self._busy_message(), "client_limit": f"at most {self.settings.max_per_client} connections "
+                "per client"}.get(code, "refused: " + code.replace("_", " "))
+
+    def _end_upload(self, client: str) -> None:
+        """The upload slot ``_admit`` reserved is given back."""
+        self.uploads -= 1
+        self._leave(client)
 
     @api.post("/transcribe")
     async def transcribe(self, request: Request, chunk_ms: int | None = None) -> JSONResponse:
@@ -229,7 +246,7 @@ class Recognizer:
         client = request.client.host if request.client else "?"
         code, status, _ = await self._admit(request.headers, client, upload=True)
         if code:
-            return self._refuse(code, status, "refused: " + code.replace("_", " "))
+            return self._refuse(code, status, self._refusal_message(code))
         try:  # the upload slot was reserved by _admit
             if chunk_ms is not None and chunk_ms not in model.chunk_choices:
                 return self._refuse("bad_config", 400, f"chunk_ms {chunk_ms} is not one of {list(model.chunk_choices)}")
@@ -245,10 +262,10 @@ class Recognizer:
                 return self._refuse(err.reason, 413 if err.reason == "too_long" else 400, err.detail)
             del body
             result = await loop.run_in_executor(self.upload_executor, model.transcribe, audio.samples, chunk_ms)
+            del result["word_list"], result["spans"]  # what times words (the OpenAI route's verbose formats)
             return JSONResponse({**result, "notes": list(audio.notes)})
         finally:
-            self.uploads -= 1
-            self._leave(client)
+            self._end_upload(client)
 
     # ------------------------------------------------------------------ WebSocket
     @api.websocket("/ws")
@@ -363,7 +380,9 @@ def build_app(settings: ServeSettings, *, num_replicas: int | str = 1, num_cpus:
     options: dict[str, Any] = {"ray_actor_options": {"num_cpus": cpus},
                                # every socket is an ongoing request, pending ones too; the HTTP routes must get through
                                # while every slot is taken
-                               "max_ongoing_requests": settings.max_streams + settings.max_pending + 8}
+                               "max_ongoing_requests": settings.max_streams + settings.max_pending + 8,
+                               "graceful_shutdown_timeout_s": settings.graceful_shutdown_s,
+                               "graceful_shutdown_wait_loop_s": min(1.0, settings.graceful_shutdown_s)}
     if autoscaling:
         options["autoscaling_config"] = autoscaling
     else:

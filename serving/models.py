@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -29,6 +30,20 @@ from streaming.precision import resolve_precision
 
 log = logging.getLogger("whisperline.serving")
 WARM_UP_S = 10.0
+
+
+UPLOAD_PIECE = 16_000  # samples an upload is pushed in (1 s)
+
+
+class UploadCancelled(RuntimeError):
+    """An upload's transcription stopped because its client is gone."""
+
+
+def _hand_out(events: list[dict[str, Any]], on_final: Callable[[list[str]], None] | None) -> None:
+    if on_final is not None:
+        for event in events:
+            if event["type"] == "final":
+                on_final(list(event["words"]))
 
 
 class ModelNotFound(LookupError):
@@ -45,6 +60,7 @@ class ServedVersion:
     base_sha256: str | None
     dataset_versions: str | None
     kind: str  # "causal" (stability rule), "emma" (read/write policy); a recognizer's own: "two-pass", "causal-beam"
+    created_ms: int | None = None  # when the version was registered (epoch ms)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,7 +81,7 @@ def resolve(tracking_uri: str, registered_model: str, alias: str) -> ServedVersi
     else:  # an adapter or a sweep trial registered by its training stage
         kind = "emma" if run_kind.startswith("emma") or "t_emma" in tags else "causal"
     return ServedVersion(registered_model, str(mv.version), alias, mv.run_id, tags.get("base_model"),
-                         tags.get("base_sha256"), tags.get("dataset_versions"), kind)
+                         tags.get("base_sha256"), tags.get("dataset_versions"), kind, mv.creation_timestamp)
 
 
 class ServedModel:
@@ -86,13 +102,24 @@ class ServedModel:
         with self._lock:
             return self.python_model.engine(chunk_ms or self.default_chunk_ms)
 
-    def transcribe(self, samples: np.ndarray, chunk_ms: int | None = None) -> dict[str, Any]:
+    def transcribe(self, samples: np.ndarray, chunk_ms: int | None = None,
+                   on_final: Callable[[list[str]], None] | None = None,
+                   stop: threading.Event | None = None) -> dict[str, Any]:
         """The whole audio streamed through a fresh engine, as a live stream would be (what the pyfunc's
-        ``predict`` does for a file, and past 30 s too: in segments)."""
+        ``predict`` does for a file, and past 30 s too: in segments). ``on_final`` gets each run of words as it
+        becomes final (an upload answered as it is transcribed); ``stop`` set ends the work early (its client
+        left). Also returns the words and the segments' spans (``Segmented.spans``: what times words)."""
         session = StreamSession(self.engine(chunk_ms), catch_up=False)  # a file: every chunk its own step
-        session.push(samples)
-        session.finish()
-        return {**session.summary(), "type": "transcript", "version": self.version.as_dict()}
+        # pushed a second at a time so that finals come out along the way; the session feeds the engine its own
+        # pieces whatever the push size, so the transcript is the same as one push of the whole file
+        for i in range(0, len(samples), UPLOAD_PIECE):
+            if stop is not None and stop.is_set():
+                raise UploadCancelled("the client left")
+            session.push(samples[i : i + UPLOAD_PIECE])
+            _hand_out(session.run(), on_final)
+        _hand_out(session.finish(), on_final)
+        return {**session.summary(), "type": "transcript", "version": self.version.as_dict(),
+                "word_list": session.words, "spans": list(session.engine.spans)}
 
     def warm_up(self, seconds: float = WARM_UP_S) -> float:
         """Stream ``seconds`` of noise through a fresh engine once, before the replica takes traffic; returns the

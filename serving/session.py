@@ -155,6 +155,11 @@ class StreamSession:
     def text(self) -> str:
         return " ".join(self._words)
 
+    @property
+    def words(self) -> list[str]:
+        """Every final word so far, as written."""
+        return list(self._words)
+
     def summary(self) -> dict[str, Any]:
         audio_ms = self._audio_ms(self.stats.audio_samples)
         steps = sorted(self.stats.step_ms)

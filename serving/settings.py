@@ -26,6 +26,7 @@ class ServeSettings:
     torch_threads: int = 1
     compute_threads: int = 2
     poll_s: float = 5.0
+    graceful_shutdown_s: float = 3.0  # a stopping replica's streams get this long to end (a stop takes ≤ 10 s)
     max_backlog_ms: int = 4000
     # --- what one stream may cost (serving.guard.StreamGuard)
     idle_timeout_s: float = 15.0  # no frame at all for this long: closed (silence is audio: a live client sends it)

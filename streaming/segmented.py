@@ -60,6 +60,10 @@ class Segmented:
         self.segment_samples = segment_ms * SAMPLE_RATE // 1000
         self.max_segment_samples = max_segment_ms * SAMPLE_RATE // 1000
         self.segments = 0
+        # each ended segment: (first sample, end sample, first word, end word) of the stream; what a caller that
+        # times words (an upload's word timestamps) aligns segment by segment
+        self.spans: list[tuple[int, int, int, int]] = []
+        self._offset = 0  # the stream's samples before the current segment
         self._done: list[str] = []
         self._fed = 0
         self._levels: list[np.ndarray] = []  # the current segment's frame levels, for its median
@@ -79,6 +83,7 @@ class Segmented:
     def reset(self) -> None:
         self.inner.reset()
         self.segments = 0
+        self.spans, self._offset = [], 0
         self._done = []
         self._fed = 0
         self._levels, self._run = [], 0
@@ -121,7 +126,10 @@ class Segmented:
         return Hypothesis(tuple(self._done) + hyp.committed, hyp.tentative)
 
     def _end_segment(self) -> Hypothesis:
+        first = len(self._done)
         self._done += self.inner.finish().words
+        self.spans.append((self._offset, self._offset + self._fed, first, len(self._done)))
+        self._offset += self._fed
         self.inner.reset()
         self._fed = 0
         self._levels, self._run = [], 0

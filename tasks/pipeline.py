@@ -17,6 +17,7 @@ from data.tracking import client, default_tracking_uri, require_tracking
 from evaluation import domains
 from evaluation.peers import peers_available
 from recognizer.build import default_specs, peer_specs
+from recognizer.card import write_card
 from recognizer.spec import Decoding, RecognizerSpec, Weights, served
 
 
@@ -88,12 +89,15 @@ def tag_version_test_numbers(tracking_uri: str, registered_model: str, version: 
                              keys: tuple[str, ...]) -> dict[str, str]:
     """A version chosen on `dev` gets its held-out `test` numbers (reported, never selected on) as ``test_*`` tags."""
     tags = {f"test_{k}": str(row[k]) for k in keys} | domains.wer_tags(row, "test")
+    if ci := (row.get("ci95") or {}).get("wer"):
+        tags["test_wer_ci95"] = f"[{ci[0]}, {ci[1]}]"
     tags |= {"test_set": f"{test_set['n_utterances']} utterances, {test_set['seconds']} s, "
                          f"{test_set['speakers']} speakers",
              "test_set_audio_sha256": test_set.get("audio_sha256", ""), "selected_on": "dev split"}
     c = client(tracking_uri)
     for k, v in tags.items():
         c.set_model_version_tag(registered_model, version, k, v)
+    write_card(tracking_uri, registered_model, version)  # the card follows the tags
     return tags
 
 

@@ -63,6 +63,12 @@ def test_pipeline_runs_end_to_end_and_reruns_only_what_changed(prefect_server, r
     assert mv.tags["test_wer"] == str(champ_rows[0]["wer"]) and mv.tags["gate"]
     per_domain = {k for k in mv.tags if k.startswith(("dev_wer_", "test_wer_")) and not k.endswith("_ci95")}
     assert {k.split("_", 2)[0] for k in per_domain} == {"dev", "test"}  # its WER per domain, dev and test
+    # its model card (issue 67): the spec in words, the datasets, dev and test with intervals, the serve command
+    card = mv.description
+    assert "**What it is.**" in card and f"{champion['kind']} recognizer" in card and "Base model: Whisper" in card
+    assert all(d[:16] in card for d in mv.tags["dataset_versions"].split(",") if d)
+    assert "| dev (" in card and "| test (" in card and card.count(" [") >= 4  # pooled and per domain, intervals
+    assert f"whisperline serve-model --model {name} --alias champion" in card
     assert c.get_model_version_by_alias(name, "champion-300ms").version and c.get_model_version_by_alias(
         name, "champion-fast").version
     n_versions = len(c.search_model_versions(f"name = '{name}'"))

@@ -103,3 +103,42 @@ def test_a_causal_recognizer_is_its_own_version(uri, adapter):
     two = register_recognizer(uri, two_pass(adapter))
     causal = register_recognizer(uri, RecognizerSpec("causal", "causal", CHUNK_MS, Weights("tiny.en", str(adapter))))
     assert causal["kind"] == "causal" and causal["version"] != two["version"]
+
+
+def test_the_model_card_follows_the_registry(uri, adapter):
+    """Issue 67: a version's MLflow description says what it is, what trained it, its dev and test numbers with
+    intervals (pooled and per domain) and how to serve and evaluate it; written at registration, refreshed when
+    numbers are tagged (the gate's dev tags, the test tags), read back through MlflowClient."""
+    from data.tracking import client
+    from recognizer.card import write_card
+    from recognizer.gate import dev_tags
+    from recognizer.registry import register_recognizer
+    from tasks.pipeline import tag_version_test_numbers
+
+    reg = register_recognizer(uri, two_pass(adapter))
+    name, version = reg["registered_model"], reg["version"]
+    c = client(uri)
+    first = c.get_model_version(name, version).description
+    assert "two-pass" in first and f"{CHUNK_MS} ms chunks" in first and "LoRA adapter" in first
+    assert "Verifier" in first and "pad30" in first and "Not scored yet" in first
+    assert f"whisperline serve-model --model {name}" in first and f"models:/{name}/{version}" in first
+
+    row = {"name": "two-pass", "wer": 0.25, "word_latency_ms_median": 600.0, "word_latency_ms_p90": 900.0, "rtf": 0.3,
+           "ci95": {"wer": [0.2, 0.3]}, "per_utterance": [
+               {"utt_id": u, "errors": e, "ref_words": 4, "domain": d, "word_latency_ms": [600.0] * 4,
+                "compute_ms": 300.0, "audio_ms": 1000.0} for u, e, d in (("a", 1, "read"), ("b", 0, "l2"))]}
+    for k, v in dev_tags(row, "dev: 2 utterances").items():
+        c.set_model_version_tag(name, version, k, v)
+    c.set_registered_model_alias(name, "champion", version)
+    dev_card = write_card(uri, name, version)
+    assert "| dev (dev: 2 utterances) | 25.0 % [20.0, 30.0] |" in dev_card and "Not scored on the test split" in dev_card
+    assert "read " in dev_card and "l2 " in dev_card and "600 / 900 ms" in dev_card
+    assert "--alias champion" in dev_card and "**Aliases now.** champion" in dev_card
+
+    tags = tag_version_test_numbers(uri, name, version, {**row, "wer": 0.3, "ci95": {"wer": [0.25, 0.35]}},
+                                    {"n_utterances": 2, "seconds": 5.0, "speakers": 2},
+                                    ("wer", "word_latency_ms_median", "word_latency_ms_p90", "rtf"))
+    assert tags["test_wer_ci95"] == "[0.25, 0.35]"
+    final = c.get_model_version(name, version).description
+    assert "| test (2 utterances, 5.0 s, 2 speakers) | 30.0 % [25.0, 35.0] |" in final
+    assert "never selected on" in final and "Not scored on the test split" not in final

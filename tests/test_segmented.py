@@ -151,3 +151,19 @@ def test_naive_verifier_padding_stays_inside_the_context():
         mel = condition_mel(Model(), np.zeros(int(seconds * SAMPLE_RATE), dtype=np.float32), "zeros_5s")
         assert mel.shape[-1] <= whisper.audio.N_FRAMES
     assert condition_mel(Model(), np.zeros(10 * SAMPLE_RATE, dtype=np.float32), "zeros_5s").shape[-1] == 1500
+
+
+def test_spans_tile_the_stream_and_partition_its_words():
+    """``spans`` (what an upload's word timestamps align by): the segments' audio back to back from 0 to the end of
+    the stream, and their words, in order, the whole transcript."""
+    seg = Segmented(ContextBound())
+    audio, _ = _speech_with_pauses(100, 9, 2)
+    record = run_stream(seg, audio, CHUNK_MS)
+    spans = seg.spans
+    assert len(spans) == seg.segments >= 3
+    assert spans[0][0] == 0 and spans[-1][1] == len(audio)
+    assert all(a[1] == b[0] and a[3] == b[2] for a, b in zip(spans, spans[1:]))  # no gap, no overlap
+    assert spans[0][2] == 0 and spans[-1][3] == len(record.text.split())
+    assert all(end - start <= MAX_SEGMENT_MS * SAMPLE_RATE // 1000 for start, end, _, _ in spans)
+    seg.reset()
+    assert seg.spans == []

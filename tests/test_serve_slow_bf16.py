@@ -19,22 +19,17 @@ benchmark (`benchmarks/serve_load.py`, `benchmarks/results/serve_load_avx2.{json
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
 import signal
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import free_port, realspeech_root, wait_http
+from conftest import realspeech_root
+from serve_process import get_json, signal_stop, start_server, stop_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 CAP = "AVX2"  # oneDNN's cap in streaming.precision.AVX2_MACHINE: no native bf16
@@ -81,54 +76,6 @@ def register_served_spec(root: Path, alias: str = "champion") -> dict:
     reg = register_recognizer(uri, spec)
     client(uri).set_registered_model_alias(reg["registered_model"], alias, reg["version"])
     return {"uri": uri, "alias": alias, **reg}
-
-
-def start_server(registry: dict, log: Path, env: dict[str, str] | None = None, timeout: float = 300):
-    """``whisperline serve-model`` as its own process (and process group: its Ray runs there, in its own temp dir,
-    so it never joins another test's Ray); (url, process, ray temp dir) once ``/version`` answers."""
-    ray_tmp = tempfile.mkdtemp(prefix="rays-")  # short: Ray's unix sockets live there
-    port = free_port()
-    full_env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",
-                **(env or {})}
-    for var in ("RAY_ADDRESS", "WHISPERLINE_SERVE_TOKEN"):
-        full_env.pop(var, None)
-    cli = str(Path(sys.executable).parent / "whisperline")
-    proc = subprocess.Popen([cli, "serve-model", "--model", registry["registered_model"], "--alias",
-                             registry["alias"], "--port", str(port), "--tracking-uri", registry["uri"],
-                             "--poll-s", "30"],
-                            env=full_env, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{url}/version", proc, log, "serve-model", timeout=timeout)
-    except BaseException:
-        stop_server(proc, ray_tmp)
-        raise
-    return url, proc, ray_tmp
-
-
-def stop_server(proc: subprocess.Popen, ray_tmp: str) -> None:
-    """Ctrl-C (the CLI shuts Serve down and its Ray with it), SIGTERM if that hangs; then whatever of its Ray is
-    left in its process group or names its temp dir is killed (never `ray stop`: every Ray on the machine)."""
-    for sig, wait_s in ((signal.SIGINT, 60), (signal.SIGTERM, 20)):
-        if proc.poll() is not None:
-            break
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=wait_s)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    left = subprocess.run(["pgrep", "-f", ray_tmp], capture_output=True, text=True).stdout.split()
-    for pid in left:
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.kill(int(pid), signal.SIGKILL)
-    shutil.rmtree(ray_tmp, ignore_errors=True)
-
-
-def get_json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=30) as r:
-        return json.loads(r.read())
 
 
 def stream_timed(url: str, pcm: np.ndarray, frame_ms: int = 100) -> dict:
@@ -183,15 +130,20 @@ def registry(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(registry, tmp_path_factory):
+def served(registry, tmp_path_factory):
     log = tmp_path_factory.mktemp("slow-bf16-server") / "serve-model.log"
     from streaming.precision import AVX2_MACHINE
 
     url, proc, ray_tmp = start_server(registry, log, AVX2_MACHINE)
     try:
-        yield url
+        yield url, proc, ray_tmp
     finally:
         stop_server(proc, ray_tmp)
+
+
+@pytest.fixture(scope="module")
+def server(served) -> str:
+    return served[0]
 
 
 def test_bf16_champion_served_without_native_bf16_keeps_up_in_fp32(server, registry, speech):
@@ -225,3 +177,12 @@ def test_bf16_champion_served_without_native_bf16_keeps_up_in_fp32(server, regis
     error = wer([speech["reference"]], [result["text"]])
     assert error < MAX_WER, (error, result["text"], speech["reference"])
     assert get_json(f"{server}/healthz")["live_streams"] == 0
+
+
+def test_sigterm_stops_the_server_and_every_process_it_started(served):
+    """Issue 67: `serve-model` under a service manager gets SIGTERM. It used to die at once and leave Ray's
+    dashboard and runtime-env agents running with no parent; it must stop as Ctrl-C does, within 10 s, whole."""
+    _, proc, ray_tmp = served
+    stopped = signal_stop(proc, ray_tmp, signal.SIGTERM)
+    assert stopped["seconds"] is not None and stopped["seconds"] <= 10.0, stopped
+    assert stopped["left"] == [], stopped
