@@ -43,7 +43,6 @@ import logging
 import os
 import socket
 import threading
-import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -59,8 +58,10 @@ from data.audio import AudioReject, load_audio_bytes
 from serving.channel import DISCONNECTED, END, Backlog, close_with, receive, rss_mb
 from serving.clients import ClientLedger
 from serving.guard import ClientTable, StreamGuard, offered_token, origin_allowed, token_ok
+from serving.metrics import ReplicaMetrics
 from serving.models import load, resolve
 from serving.openai_routes import OpenAIRoutes
+from serving.upkeep import ReplicaUpkeep
 from serving.protocol import FORMATS, MAX_FRAME_S, SAMPLE_RATE, ProtocolError, StreamConfig
 from serving.session import StreamSession
 from serving.settings import ServeSettings
@@ -76,7 +77,7 @@ api = FastAPI(title="whisperline live recognizer")
 
 @serve.deployment(name="recognizer")
 @serve.ingress(api)
-class Recognizer(OpenAIRoutes):
+class Recognizer(OpenAIRoutes, ReplicaUpkeep):
     def __init__(self, settings: ServeSettings, ledger=None) -> None:
         import torch  # lazy: the replica needs it, not the driver that starts Serve
 
@@ -86,8 +87,11 @@ class Recognizer(OpenAIRoutes):
         self.executor = ThreadPoolExecutor(settings.compute_threads, thread_name_prefix="stream-step")
         # uploads never take the live streams' threads: two long files must not stall every live stream
         self.upload_executor = ThreadPoolExecutor(settings.upload_threads, thread_name_prefix="upload")
+        self.replica_id = f"{socket.gethostname()}:{os.getpid()}"
+        self.metrics = ReplicaMetrics("recognizer", self.replica_id)
         self.current = load(settings.tracking_uri, resolve(settings.tracking_uri, settings.registered_model,
                                                            settings.alias), settings.precision)
+        self._loaded(self.current)
         self.live_by_version: dict[str, int] = {}  # open streams per version
         self.uploads = 0  # uploads in progress (with the streams: the replica's load)
         # sockets that have not sent a config or audio yet: no engine, a coroutine each. They do not take a stream
@@ -96,25 +100,17 @@ class Recognizer(OpenAIRoutes):
         # this replica's connections per client; the limit is the app's (``serving.clients``): a ledger handle,
         # or (no ledger: one replica on its own) this table's own
         self.ledger = ledger
-        self.replica_id = f"{socket.gethostname()}:{os.getpid()}"
         self.clients = ClientTable(0 if ledger is not None else settings.max_per_client)
         self.refused: Counter[str] = Counter()  # refusals by code, for /healthz
         self.swaps: list[dict[str, Any]] = []
         self.watch_error: str | None = None
         self.failed_version: str | None = None
+        self.metrics.track_open("ws", lambda: self.live)
+        self.metrics.track_open("upload", lambda: self.uploads)
         self._stop = threading.Event()
         threading.Thread(target=self._watch, name="alias-watcher", daemon=True).start()
         if ledger is not None:
             threading.Thread(target=self._sync_clients, name="client-sync", daemon=True).start()
-
-    def _sync_clients(self) -> None:
-        """This replica's table to the ledger, every 2 s: the truth that replaces what the ledger counted for it."""
-        while not self._stop.wait(2.0):
-            try:
-                version, table = self.clients.snapshot()
-                self.ledger.sync.remote(self.replica_id, table, version).result(timeout_s=10)
-            except Exception as err:  # the ledger is being replaced: the next sync rebuilds it
-                log.warning("client ledger sync: %s", err)
 
     @property
     def live(self) -> int:
@@ -124,28 +120,14 @@ class Recognizer(OpenAIRoutes):
     def load(self) -> int:
         return self.live + self.uploads
 
-    # ------------------------------------------------------------------ hot swap
-    def _watch(self) -> None:
-        s = self.settings
-        while not self._stop.wait(s.poll_s):
-            found = None
-            try:
-                found = resolve(s.tracking_uri, s.registered_model, s.alias)
-                if found.version != self.current.version.version and found.version != self.failed_version:
-                    started = time.perf_counter()
-                    loaded = load(s.tracking_uri, found, s.precision)
-                    old, self.current = self.current.version.version, loaded  # one reference swap: atomic
-                    self.swaps.append({"from": old, "to": found.version, "load_s": round(time.perf_counter() - started, 2),
-                                       "at": time.time()})
-                    log.info("alias %s moved: version %s -> %s", s.alias, old, found.version)
-                    self.failed_version = None
-                self.watch_error = None if found.version != self.failed_version else self.watch_error
-            except Exception as err:  # the registry is down or the new version fails to load: keep serving
-                self.watch_error = f"{type(err).__name__}: {str(err)[:300]}"
-                # a version that failed to load is not retried every poll (it would be loaded again and again);
-                # the alias moving on, or back to it after a fix, is a new attempt
-                self.failed_version = found.version if found is not None else None
-                log.warning("alias watcher: %s", self.watch_error)
+    def _observe_upload(self, result: dict[str, Any]) -> None:
+        if result.get("rtf") is not None:
+            self.metrics.rtf.labels(**self.metrics.ids, route="upload").observe(result["rtf"])
+
+    def _count_refusal(self, code: str, route: str) -> None:
+        """A connection, upload or stream refused or ended with ``code``: /healthz's count and the metric."""
+        self.refused[code] += 1
+        self.metrics.refused.labels(**self.metrics.ids, route=route, reason=code).inc()
 
     def __del__(self) -> None:
         self._stop.set()
@@ -186,6 +168,7 @@ class Recognizer(OpenAIRoutes):
             else:
                 self.pending -= 1
             return code, 429, proto
+        self.metrics.admitted.labels(**self.metrics.ids, route="upload" if upload else "ws").inc()
         return None, 200, proto
 
     def _leave(self, client: str) -> None:
@@ -218,6 +201,11 @@ class Recognizer(OpenAIRoutes):
     def version(self) -> dict[str, Any]:
         return {**self.current.describe(), "settings": self.settings.public()}
 
+    @api.get("/metrics")
+    def prometheus(self) -> Response:
+        body, media_type = self.metrics.exposition()
+        return Response(body, media_type=media_type)
+
     # OpenAI's transcription API (serving.openai_routes does the work)
     @api.get("/v1/models")
     def v1_models(self, request: Request) -> JSONResponse:
@@ -228,7 +216,7 @@ class Recognizer(OpenAIRoutes):
         return await self.openai_transcriptions(request)
 
     def _refuse(self, code: str, status: int, message: str) -> JSONResponse:
-        self.refused[code] += 1
+        self._count_refusal(code, "upload")
         return JSONResponse({"error": code, "message": message}, status_code=status)
 
     def _refusal_message(self, code: str) -> str:
@@ -263,6 +251,7 @@ class Recognizer(OpenAIRoutes):
             del body
             result = await loop.run_in_executor(self.upload_executor, model.transcribe, audio.samples, chunk_ms)
             del result["word_list"], result["spans"]  # what times words (the OpenAI route's verbose formats)
+            self._observe_upload(result)
             return JSONResponse({**result, "notes": list(audio.notes)})
         finally:
             self._end_upload(client)
@@ -273,12 +262,12 @@ class Recognizer(OpenAIRoutes):
         client = ws.client.host if ws.client else "?"
         code, _, proto = await self._admit(ws.headers, client)
         if code in ("origin_not_allowed", "unauthorized"):  # refused at the handshake: the page learns nothing
-            self.refused[code] += 1
+            self._count_refusal(code, "ws")
             await ws.close(code=1008)
             return
         await ws.accept(subprotocol=proto)
         if code:
-            self.refused[code] += 1
+            self._count_refusal(code, "ws")
             await close_with(ws, ProtocolError(code, {
                 "busy": self._busy_message(),
                 "client_limit": f"at most {self.settings.max_per_client} connections per client",
@@ -322,17 +311,18 @@ class Recognizer(OpenAIRoutes):
         session: StreamSession | None = None
         loop = asyncio.get_running_loop()
         held: list = []  # a control item met while draining audio frames: handled next
+        seen = 0  # the session's steps already counted in the metrics
         try:
             while True:
                 item = held.pop() if held else await frames.get()
                 if isinstance(item, ProtocolError):
-                    self.refused[item.code] += 1
+                    self._count_refusal(item.code, "ws")
                     await close_with(ws, item)
                     return
                 if item is DISCONNECTED:
                     return
                 if not counted["live"] and not self._take_slot(model.version.version, counted):
-                    self.refused["busy"] += 1
+                    self._count_refusal("busy", "ws")
                     await close_with(ws, ProtocolError("busy", self._busy_message()))
                     return
                 # engines are built off the event loop: other streams' frames keep flowing meanwhile
@@ -343,9 +333,14 @@ class Recognizer(OpenAIRoutes):
                 if session is None:
                     session = StreamSession(await loop.run_in_executor(self.executor, model.engine, None))
                 if item is END:
-                    for event in await loop.run_in_executor(self.executor, session.finish):
+                    events = await loop.run_in_executor(self.executor, session.finish)
+                    seen = self._observe(session, events, seen)
+                    for event in events:
                         await ws.send_json(event)
-                    await ws.send_json({**session.summary(), "version": model.version.as_dict()})
+                    summary = session.summary()
+                    if summary["rtf"] is not None:
+                        self.metrics.rtf.labels(**self.metrics.ids, route="ws").observe(summary["rtf"])
+                    await ws.send_json({**summary, "version": model.version.as_dict()})
                     await ws.close(1000)
                     return
                 samples, ms = item
@@ -359,6 +354,7 @@ class Recognizer(OpenAIRoutes):
                     ms += item[1]
                 # tiny frames wait in the session until a whole piece is there: no thread-pool round trip each
                 events = await loop.run_in_executor(self.executor, session.run) if session.ready else []
+                seen = self._observe(session, events, seen)
                 await backlog.release(ms)
                 for event in events:
                     await ws.send_json(event)
@@ -369,6 +365,15 @@ class Recognizer(OpenAIRoutes):
             await close_with(ws, ProtocolError("internal", f"{type(err).__name__}: {str(err)[:200]}"))
         finally:
             receiver.cancel()
+            self.metrics.backpressure.labels(**self.metrics.ids).inc(backlog.waits)
+            if session is not None:
+                self.metrics.catch_up.labels(**self.metrics.ids).inc(session.stats.caught_up)
+
+    def _observe(self, session: StreamSession, events: list[dict[str, Any]], seen: int) -> int:
+        """The steps a live stream has run since step ``seen`` and its final words' delays; the steps seen now."""
+        self.metrics.steps(session.stats.step_ms[seen:])
+        self.metrics.finals(events)
+        return len(session.stats.step_ms)
 
 
 # ---------------------------------------------------------------------- building and running

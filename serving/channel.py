@@ -32,6 +32,7 @@ class Backlog:
     def __init__(self, limit_ms: float) -> None:
         self.limit_ms = limit_ms
         self.queued_ms = 0.0
+        self.waits = 0  # frames that had to wait for room (the client was slowed down)
         self._room = asyncio.Condition()
 
     def fits(self, ms: float) -> bool:
@@ -39,6 +40,8 @@ class Backlog:
 
     async def take(self, ms: float) -> None:
         async with self._room:
+            if not self.fits(ms):
+                self.waits += 1
             await self._room.wait_for(lambda: self.fits(ms))
             self.queued_ms += ms
 

@@ -56,7 +56,7 @@ class OpenAIRoutes:
     it asks for ``self`` as a query parameter)."""
 
     def _openai_error(self, status: int, code: str, message: str, param: str | None = None) -> JSONResponse:
-        self.refused[code] += 1
+        self._count_refusal(code, "upload")
         return JSONResponse(error_body(status, code, message, param), status_code=status)
 
     def _served_ids(self) -> list[str]:
@@ -112,6 +112,7 @@ class OpenAIRoutes:
                 return StreamingResponse(self._openai_events(model, audio.samples, duration_s, release),
                                          media_type="text/event-stream")
             result = await loop.run_in_executor(self.upload_executor, model.transcribe, audio.samples)
+            self._observe_upload(result)
             words = (await loop.run_in_executor(self.upload_executor, self._time_words, audio.samples, result)
                      if req.needs_times else [])
             text, media = render(req, result["text"], duration_s, words)
@@ -149,10 +150,11 @@ class OpenAIRoutes:
                 try:
                     result = await job
                 except Exception as err:  # the status line is sent: the failure is an event, as OpenAI's are
-                    self.refused["internal"] += 1
+                    self._count_refusal("internal", "upload")
                     yield sse({"type": "error", **error_body(500, "internal",
                                                              f"{type(err).__name__}: {str(err)[:200]}")})
                     return
+                self._observe_upload(result)
                 yield sse(done_event(result["text"], duration_s))
             finally:
                 stop.set()
