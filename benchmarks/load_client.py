@@ -135,3 +135,65 @@ async def run_level(client, url: str, utterances, n: int) -> list[list[Stream]]:
         return out
 
     return await asyncio.gather(*(one(k) for k in range(n)))
+
+
+# ------------------------------------------------------------------ uploads: /transcribe and OpenAI's route
+def wav_bytes(pcm: np.ndarray) -> bytes:
+    import io
+
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    sf.write(buf, pcm, 16000, format="WAV", subtype="PCM_16")
+    return buf.getvalue()
+
+
+async def upload_native(http, url: str, body: bytes) -> dict:
+    """``POST /transcribe``: ms until the whole transcript is back."""
+    t0 = time.monotonic()
+    r = await http.post(f"{url}/transcribe", content=body)
+    r.raise_for_status()
+    return {"done_ms": (time.monotonic() - t0) * 1000, "text": r.json()["text"]}
+
+
+async def upload_openai(oai, body: bytes, stream: bool) -> dict:
+    """OpenAI's route through the official client (``AsyncOpenAI``): ms until the transcript (``stream``: until the
+    first delta, and until the done event)."""
+    t0 = time.monotonic()
+    if not stream:
+        r = await oai.audio.transcriptions.create(model="whisper-1", file=("u.wav", body, "audio/wav"))
+        return {"done_ms": (time.monotonic() - t0) * 1000, "text": r.text}
+    first = None
+    async for event in await oai.audio.transcriptions.create(model="whisper-1", file=("u.wav", body, "audio/wav"),
+                                                             stream=True):
+        if event.type == "transcript.text.delta" and first is None:
+            first = (time.monotonic() - t0) * 1000
+        if event.type == "transcript.text.done":
+            return {"done_ms": (time.monotonic() - t0) * 1000, "first_ms": first, "text": event.text}
+    raise RuntimeError("the event stream ended without transcript.text.done")
+
+
+async def run_upload_level(url: str, utterances, n: int, route: str) -> list[list[dict]]:
+    """N clients, each uploading every utterance once, back to back (client k starts k/N of the way through), on
+    ``route``: native, openai or openai-stream."""
+    import httpx
+    from openai import AsyncOpenAI
+
+    bodies = {u.utt_id: wav_bytes(pcm16(u.audio)) for u in utterances}
+    async with httpx.AsyncClient(timeout=600) as http:
+        oai = AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=600)
+
+        async def one(k: int) -> list[dict]:
+            out = []
+            start = k * len(utterances) // n
+            for j in range(len(utterances)):
+                utt = utterances[(start + j) % len(utterances)]
+                try:
+                    r = await (upload_native(http, url, bodies[utt.utt_id]) if route == "native" else
+                               upload_openai(oai, bodies[utt.utt_id], route == "openai-stream"))
+                    out.append({"utt_id": utt.utt_id, "audio_ms": len(utt.audio) / 16, **r})
+                except Exception as err:  # a refusal is a result
+                    out.append({"utt_id": utt.utt_id, "error": f"{type(err).__name__}: {str(err)[:200]}"})
+            return out
+
+        return await asyncio.gather(*(one(k) for k in range(n)))

@@ -44,7 +44,8 @@ import whisper
 from ray import serve
 
 from benchmarks.common import markdown_table, write_results
-from benchmarks.load_client import FRAME_MS, Stream, pcm16, run_level, stream_ours, stream_wlk, word_times
+from benchmarks.load_client import (FRAME_MS, Stream, pcm16, run_level, run_upload_level, stream_ours, stream_wlk,
+                                    word_times)
 from data.tracking import client
 from evaluation.intervals import compare
 from evaluation.metrics import utterance_counts
@@ -306,6 +307,9 @@ def table(result: dict) -> str:
                          f"{d['p50']} / {d['p95']}" if d else "–", r["cpu_percent"], r["errors"],
                          "yes" if r["realtime_ok"] else "no"])
     lines.append(markdown_table(header, rows))
+    if result.get("uploads"):
+        lines += ["", "## Whole files: /transcribe and OpenAI's route (same files, same server)", "",
+                  upload_table(result["uploads"])]
     lines += ["", "## max_realtime_streams", ""]
     lines += [f"- {s['system']}: {s['max_realtime_streams']}" for s in result["systems"]]
     paired = [s for s in result["systems"] if "wer_minus_ours_at_n1" in s]
@@ -316,6 +320,52 @@ def table(result: dict) -> str:
             lines.append(f"- {s['system']} − {result['systems'][0]['system']}: {100 * d['diff']:+.1f} points "
                          f"[{100 * d['ci95'][0]:+.1f}, {100 * d['ci95'][1]:+.1f}] ({d['verdict']})")
     return "\n".join(lines)
+
+
+def upload_sweep(url: str, test, levels: list[int]) -> list[dict]:
+    """Per level and route: request time median / p95 (and the first delta's for stream=true), errors, and the
+    OpenAI routes' paired overhead over /transcribe on the same files (median difference, 95 % bootstrap)."""
+    rows = []
+    for n in levels:
+        runs = {route: [r for client in asyncio.run(run_upload_level(url, test, n, route)) for r in client]
+                for route in ("native", "openai", "openai-stream")}
+        native = {r["utt_id"]: r for r in runs["native"] if "error" not in r}
+        for route, results in runs.items():
+            ok = [r for r in results if "error" not in r]
+            row = {"n": n, "route": route, "requests": len(results), "errors": len(results) - len(ok),
+                   "done_ms": _quantiles([r["done_ms"] for r in ok]),
+                   "same_text_as_native": sum(r["text"] == native[r["utt_id"]]["text"] for r in ok
+                                              if r["utt_id"] in native)}
+            if route == "openai-stream":
+                row["first_delta_ms"] = _quantiles([r["first_ms"] for r in ok if r.get("first_ms") is not None])
+            if route != "native":
+                diffs = [r["done_ms"] - native[r["utt_id"]]["done_ms"] for r in ok if r["utt_id"] in native]
+                row["overhead_ms"] = _median_ci(diffs)
+            rows.append(row)
+    return rows
+
+
+def _quantiles(values: list[float]) -> dict:
+    return {"p50": round(float(np.percentile(values, 50)), 1), "p95": round(float(np.percentile(values, 95)), 1)
+            } if values else {}
+
+
+def _median_ci(values: list[float], n_resamples: int = 2000) -> dict:
+    """The median of paired differences with a 95 % percentile-bootstrap interval."""
+    x = np.asarray(values)
+    boot = np.median(np.random.default_rng(0).choice(x, (n_resamples, len(x))), axis=1)
+    return {"median": round(float(np.median(x)), 1),
+            "ci95": [round(float(np.percentile(boot, 2.5)), 1), round(float(np.percentile(boot, 97.5)), 1)]}
+
+
+def upload_table(rows: list[dict]) -> str:
+    return markdown_table(
+        ["N", "route", "requests", "errors", "done p50 / p95 ms", "first delta p50 / p95 ms",
+         "overhead vs /transcribe (median [95 %]) ms", "same transcript"],
+        [[r["n"], r["route"], r["requests"], r["errors"], f"{r['done_ms'].get('p50')} / {r['done_ms'].get('p95')}",
+          f"{r['first_delta_ms']['p50']} / {r['first_delta_ms']['p95']}" if r.get("first_delta_ms") else "–",
+          f"{r['overhead_ms']['median']:+.1f} [{r['overhead_ms']['ci95'][0]:+.1f}, {r['overhead_ms']['ci95'][1]:+.1f}]"
+          if r.get("overhead_ms") else "–", r["same_text_as_native"]] for r in rows])
 
 
 def soak_table(s: dict) -> str:
@@ -347,6 +397,8 @@ def main() -> None:
     parser.add_argument("--soak-streams", type=int, default=4)
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--results-name", default="serve_load", help="benchmarks/results/<this>.json / .md")
+    parser.add_argument("--upload-levels", default="", help="also whole files at these concurrencies through "
+                        "/transcribe and OpenAI's /v1/audio/transcriptions (json and stream=true), e.g. 1,2")
     args = parser.parse_args()
 
 
@@ -357,7 +409,7 @@ def main() -> None:
     # the evaluation's real-speech dataset version (benchmarks/evaluation.py data): its held-out test split
     real = json.loads((out / "state.json").read_text())["datasets"]["real"]
     test = load_split([real], ["test"])
-    levels = [int(x) for x in args.levels.split(",")]
+    levels = [int(x) for x in args.levels.split(",") if x]
     test = test[:: args.every]
     result: dict = {"test_set": describe([real], ["test"], test), "machine_cpus": os.cpu_count(), "frame_ms": FRAME_MS,
                     "utterances_per_stream": len(test), "seconds_per_stream": round(sum(len(u.audio) for u in test) / 16000, 1),
@@ -373,7 +425,9 @@ def main() -> None:
         write_results("serve_soak", result, soak_table(result["soak"]))
         return
     label = f"whisperline (Ray Serve) {served['kind']} {served['registered_model']} v{served['version']}"
-    systems = [sweep(label, stream_ours, url, test, levels)]
+    systems = [sweep(label, stream_ours, url, test, levels)] if levels else []
+    if args.upload_levels:  # the same files through /transcribe and OpenAI's route, same server, same run
+        result["uploads"] = upload_sweep(url, test, [int(x) for x in args.upload_levels.split(",")])
     serve.shutdown()
     if args.peers:
         for policy in ("localagreement", "simulstreaming"):
@@ -388,7 +442,7 @@ def main() -> None:
                 proc.terminate()
                 proc.wait(30)
     result["systems"] = systems
-    result["max_realtime_streams"] = systems[0]["max_realtime_streams"]
+    result["max_realtime_streams"] = systems[0]["max_realtime_streams"] if systems else None
     for s in systems[1:]:
         key = "la" if "localagreement" in s["system"] else "simul"
         result[f"max_realtime_streams_whisperlivekit_{key}"] = s["max_realtime_streams"]
