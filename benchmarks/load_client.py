@@ -118,15 +118,19 @@ def pcm16(audio: np.ndarray) -> np.ndarray:
     return np.clip(np.round(audio * 32767), -32768, 32767).astype("<i2")
 
 
+def rotated(utterances: list, k: int, n: int) -> list:
+    """Every utterance once, client k of n starting k/n of the way through the list."""
+    start = k * len(utterances) // n
+    return utterances[start:] + utterances[:start]
+
+
 async def run_level(client, url: str, utterances, n: int) -> list[list[Stream]]:
     """N clients, each streaming every utterance once, back to back; client k starts k/N of the way through the
     list (so the clients are never in step), which gives every stream the same words to be judged on."""
 
     async def one(k: int) -> list[Stream]:
         out = []
-        start = k * len(utterances) // n
-        for j in range(len(utterances)):
-            utt = utterances[(start + j) % len(utterances)]
+        for utt in rotated(utterances, k, n):
             try:
                 out.append(await client(url, utt, pcm16(utt.audio)))
             except Exception as err:  # a refused or dropped connection is a result, not a crash of the benchmark
@@ -185,9 +189,7 @@ async def run_upload_level(url: str, utterances, n: int, route: str) -> list[lis
 
         async def one(k: int) -> list[dict]:
             out = []
-            start = k * len(utterances) // n
-            for j in range(len(utterances)):
-                utt = utterances[(start + j) % len(utterances)]
+            for utt in rotated(utterances, k, n):
                 try:
                     r = await (upload_native(http, url, bodies[utt.utt_id]) if route == "native" else
                                upload_openai(oai, bodies[utt.utt_id], route == "openai-stream"))
