@@ -74,7 +74,6 @@ PAGE_FILES = {"index.html", "capture-worklet.js", "page.js"}
 api = FastAPI(title="whisperline live recognizer")
 
 
-
 @serve.deployment(name="recognizer")
 @serve.ingress(api)
 class Recognizer(OpenAIRoutes, ReplicaUpkeep):
@@ -120,9 +119,10 @@ class Recognizer(OpenAIRoutes, ReplicaUpkeep):
     def load(self) -> int:
         return self.live + self.uploads
 
-    def _observe_upload(self, result: dict[str, Any]) -> None:
-        if result.get("rtf") is not None:
-            self.metrics.rtf.labels(**self.metrics.ids, route="upload").observe(result["rtf"])
+    def _observe_rtf(self, route: str, summary: dict[str, Any]) -> None:
+        """A finished stream's or upload's compute / audio (none for one that held no audio)."""
+        if summary.get("rtf") is not None:
+            self.metrics.rtf.labels(**self.metrics.ids, route=route).observe(summary["rtf"])
 
     def _count_refusal(self, code: str, route: str) -> None:
         """A connection, upload or stream refused or ended with ``code``: /healthz's count and the metric."""
@@ -220,8 +220,11 @@ class Recognizer(OpenAIRoutes, ReplicaUpkeep):
         return JSONResponse({"error": code, "message": message}, status_code=status)
 
     def _refusal_message(self, code: str) -> str:
-        return {"busy": self._busy_message(), "client_limit": f"at most {self.settings.max_per_client} connections "
-                "per client"}.get(code, "refused: " + code.replace("_", " "))
+        """What a client refused by ``_admit`` is told (a stream, an upload, OpenAI's route alike)."""
+        s = self.settings
+        return {"busy": self._busy_message(), "client_limit": f"at most {s.max_per_client} connections per client",
+                "client_rate": f"at most {s.connects_per_minute:g} new connections per minute per client"}.get(
+            code, "refused: " + code.replace("_", " "))
 
     def _end_upload(self, client: str) -> None:
         """The upload slot ``_admit`` reserved is given back."""
@@ -251,7 +254,7 @@ class Recognizer(OpenAIRoutes, ReplicaUpkeep):
             del body
             result = await loop.run_in_executor(self.upload_executor, model.transcribe, audio.samples, chunk_ms)
             del result["word_list"], result["spans"]  # what times words (the OpenAI route's verbose formats)
-            self._observe_upload(result)
+            self._observe_rtf("upload", result)
             return JSONResponse({**result, "notes": list(audio.notes)})
         finally:
             self._end_upload(client)
@@ -268,11 +271,7 @@ class Recognizer(OpenAIRoutes, ReplicaUpkeep):
         await ws.accept(subprotocol=proto)
         if code:
             self._count_refusal(code, "ws")
-            await close_with(ws, ProtocolError(code, {
-                "busy": self._busy_message(),
-                "client_limit": f"at most {self.settings.max_per_client} connections per client",
-                "client_rate": f"at most {self.settings.connects_per_minute:g} new connections per minute per "
-                               "client"}[code]))
+            await close_with(ws, ProtocolError(code, self._refusal_message(code)))
             return
         model = self.current  # this stream's model to its end, whatever the alias does meanwhile
         key = model.version.version
@@ -338,8 +337,7 @@ class Recognizer(OpenAIRoutes, ReplicaUpkeep):
                     for event in events:
                         await ws.send_json(event)
                     summary = session.summary()
-                    if summary["rtf"] is not None:
-                        self.metrics.rtf.labels(**self.metrics.ids, route="ws").observe(summary["rtf"])
+                    self._observe_rtf("ws", summary)
                     await ws.send_json({**summary, "version": model.version.as_dict()})
                     await ws.close(1000)
                     return

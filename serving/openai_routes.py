@@ -112,7 +112,7 @@ class OpenAIRoutes:
                 return StreamingResponse(self._openai_events(model, audio.samples, duration_s, release),
                                          media_type="text/event-stream")
             result = await loop.run_in_executor(self.upload_executor, model.transcribe, audio.samples)
-            self._observe_upload(result)
+            self._observe_rtf("upload", result)
             words = (await loop.run_in_executor(self.upload_executor, self._time_words, audio.samples, result)
                      if req.needs_times else [])
             text, media = render(req, result["text"], duration_s, words)
@@ -154,7 +154,7 @@ class OpenAIRoutes:
                     yield sse({"type": "error", **error_body(500, "internal",
                                                              f"{type(err).__name__}: {str(err)[:200]}")})
                     return
-                self._observe_upload(result)
+                self._observe_rtf("upload", result)
                 yield sse(done_event(result["text"], duration_s))
             finally:
                 stop.set()
