@@ -15,6 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from data.tracking import default_tracking_uri
+from serving.settings import TOKEN_ENV, read_token
 from streaming.precision import REQUESTS
 
 STOP_SERVE_S = 6.0  # of the 10 s a stop may take: the rest is Ray's own shutdown
@@ -125,13 +126,16 @@ def stream_file_cmd(
     realtime: Annotated[bool, typer.Option(help="send at the audio's own pace, as a microphone")] = True,
     frame_ms: Annotated[int, typer.Option(help="frame size sent")] = 100,
     reference: Annotated[Optional[str], typer.Option(help="a reference transcript (text or a .txt file): WER")] = None,
+    token_file: Annotated[Optional[str], typer.Option(help="a file holding the server's bearer token (default: "
+                                                      f"${TOKEN_ENV}, else none)")] = None,
 ) -> None:
     """Stream a file to a running serve-model over its WebSocket; print the final transcript, the version that
     served it and the final-word latencies the server reported."""
     from serving.client import stream_file
 
     ref = reference_text(reference) if reference else None  # a bad path fails before any audio is sent
-    result = stream_file(url, path, frame_ms=frame_ms, realtime=realtime)
+    token = read_token(token_file)  # the server's own rule: the file, else the environment
+    result = stream_file(url, path, frame_ms=frame_ms, realtime=realtime, token=token)
     out = {"version": result.ready.get("model"), "text": result.text, "audio_ms": result.summary.get("audio_ms"),
            "rtf": result.summary.get("rtf"), "end_lag_ms": result.end_lag_ms}
     lat = result.final_latencies_ms()

@@ -60,8 +60,9 @@ def _take_waiting(ws, result: StreamResult) -> None:
 
 def stream_samples(url: str, samples: np.ndarray, *, frame_ms: int = 100, realtime: bool = True,
                    catch_up: bool | None = None, timeout_s: float = 120.0,
-                   keepalive_s: float = 20.0) -> StreamResult:
+                   keepalive_s: float = 20.0, token: str | None = None) -> StreamResult:
     """``samples``: mono 16 kHz, float in [-1, 1] or int16 PCM (sent as is). ``url``: the server's base URL.
+    ``token``: the bearer token of a server started with one (``serve-model --token-file``).
     ``catch_up``: the stream's config (None: the server's default, catching up when behind; False: chunk by chunk,
     the evaluated transcript exactly, for a file sent faster than real time). ``keepalive_s``: the WebSocket ping
     interval and the time a pong may take."""
@@ -70,8 +71,9 @@ def stream_samples(url: str, samples: np.ndarray, *, frame_ms: int = 100, realti
     else:
         pcm = np.clip(np.round(np.asarray(samples, dtype=np.float32) * 32767), -32768, 32767).astype("<i2")
     ws_url = url.replace("http://", "ws://").replace("https://", "wss://").rstrip("/") + "/ws"
+    headers = {"Authorization": f"Bearer {token}"} if token else None
     with connect(ws_url, open_timeout=30, close_timeout=10, max_size=2**24, ping_interval=keepalive_s,
-                 ping_timeout=keepalive_s) as ws:
+                 ping_timeout=keepalive_s, additional_headers=headers) as ws:
         result = StreamResult(json.loads(ws.recv(timeout=timeout_s)))
         if result.ready.get("type") != "ready":
             raise RuntimeError(f"the server did not accept the stream: {result.ready}")

@@ -13,6 +13,16 @@ from serving.guard import LOOPBACK_ORIGINS
 TOKEN_ENV = "WHISPERLINE_SERVE_TOKEN"
 
 
+def read_token(token_file: str | None) -> str | None:
+    """A bearer token, the server's or a client's: the file wins over the environment; None where neither has one."""
+    if token_file:
+        value = Path(token_file).read_text().strip()
+        if not value:
+            raise ValueError(f"token file {token_file} is empty")
+        return value
+    return os.environ.get(TOKEN_ENV) or None
+
+
 @dataclass(frozen=True)
 class ServeSettings:
     tracking_uri: str
@@ -48,13 +58,8 @@ class ServeSettings:
     connects_per_minute: float = 120.0  # new connections per client address (0: no limit)
 
     def token(self) -> str | None:
-        """The bearer token clients must present, or None (no authentication): the file wins over the environment."""
-        if self.token_file:
-            value = Path(self.token_file).read_text().strip()
-            if not value:
-                raise ValueError(f"token file {self.token_file} is empty")
-            return value
-        return os.environ.get(TOKEN_ENV) or None
+        """The bearer token clients must present, or None (no authentication)."""
+        return read_token(self.token_file)
 
     def public(self) -> dict:
         """The settings a client may see (``/version``): no paths."""
@@ -62,4 +67,4 @@ class ServeSettings:
             "token_required": bool(self.token())}
 
 
-__all__ = ["TOKEN_ENV", "ServeSettings"]
+__all__ = ["TOKEN_ENV", "ServeSettings", "read_token"]

@@ -1,13 +1,22 @@
-"""Issue 67: `serve-model` speaks OpenAI's transcription API, driven here by the official `openai` package a team
-would use (`OpenAI(base_url=…, api_key=token).audio.transcriptions.create`), on real speech, against a live
-`serve-model` process (its own Ray, a real sqlite MLflow registry, the real tiny.en weights, the served two-pass
-spec). Every format, the event stream, the errors in OpenAI's shape, and a stop on Ctrl-C that leaves nothing."""
+"""Issue 67: `serve-model` speaks the ecosystem's protocols, on real speech, against one live `serve-model` process
+(its own Ray, a real sqlite MLflow registry, the real tiny.en weights, the served two-pass spec, a bearer token, two
+stream slots):
+
+- OpenAI's transcription API, driven by the official `openai` package a team would use
+  (`OpenAI(base_url=…, api_key=token).audio.transcriptions.create`): every format, the event stream, the errors in
+  OpenAI's shape;
+- Prometheus metrics (`GET /metrics`), scraped during two live streams and a connection refused for capacity,
+  parsed with prometheus_client's own parser: the counters and histograms moved by what the streams' summaries say
+  they did;
+- a stop on Ctrl-C that leaves nothing (last: it ends the module's server)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
+import threading
 import time
 import urllib.request
 
@@ -44,6 +53,14 @@ def speech(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
+def clips(speech) -> list[np.ndarray]:  # (after speech: skipped with it where there is no corpus)
+    from evaluation.sets import load_realspeech
+
+    return [u.audio.astype(np.float32) for u in load_realspeech(realspeech_root(), ("ljspeech",),
+                                                                   limit={"ljspeech": 2})]
+
+
+@pytest.fixture(scope="module")
 def served(tmp_path_factory):
     from recognizer.registry import register_recognizer
     from recognizer.spec import load
@@ -56,13 +73,34 @@ def served(tmp_path_factory):
     registry = {"uri": uri, "alias": "champion", **reg}
     token_file = root / "token"
     token_file.write_text(TOKEN + "\n")
-    # one slot: a held stream makes the server busy (503) for an upload
+    # two slots: two held streams make the server busy (503) for an upload and a third stream
     url, proc, ray_tmp = start_server(registry, root / "serve-model.log",
-                                      args=("--token-file", str(token_file), "--max-streams", "1"))
+                                      args=("--token-file", str(token_file), "--max-streams", "2"))
     try:
         yield {"url": url, "proc": proc, "ray_tmp": ray_tmp, **registry}
     finally:
         stop_server(proc, ray_tmp)
+
+
+def scrape(url: str) -> dict[tuple[str, tuple], float]:
+    """{(sample name, sorted labels without deployment/replica): value} of one scrape."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as r:
+        assert r.headers["Content-Type"].startswith("text/plain")
+        text = r.read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            assert s.labels.get("deployment") == "recognizer" and s.labels.get("replica"), s
+            labels = tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("deployment", "replica")))
+            out[(s.name, labels)] = s.value
+    return out
+
+
+def moved(before: dict, after: dict, name: str, **labels) -> float:
+    key = (name, tuple(sorted(labels.items())))
+    return after.get(key, 0.0) - before.get(key, 0.0)
 
 
 def _client(served, key: str = TOKEN):
@@ -127,6 +165,57 @@ def test_every_format_and_the_stream_through_the_official_client(served, speech)
     assert "".join(d.delta for d in deltas) == events[-1].text == expected
 
 
+def test_metrics_follow_two_live_streams_and_a_refusal(served, clips):
+    from serving.client import stream_samples
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    url, version = served["url"], served["version"]
+    before = scrape(url)
+    served = {dict(k[1])["version"]: v for k, v in before.items() if k[0] == "whisperline_served_version"}
+    assert served == {version: 1.0}
+    assert before[("whisperline_versions_loaded_total", (("version", version),))] == 1.0
+
+    results: list = [None, None]
+
+    def run(i: int) -> None:
+        results[i] = stream_samples(url, clips[i], realtime=True, token=TOKEN)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    during = {}
+    for _ in range(40):  # both streams hold their slots once their first audio is in
+        time.sleep(0.25)
+        during = scrape(url)
+        if during.get(("whisperline_open", (("route", "ws"),))) == 2.0:
+            break
+    assert during[("whisperline_open", (("route", "ws"),))] == 2.0, during
+    with connect(url.replace("http://", "ws://") + "/ws", open_timeout=30,  # a third: no slot left
+                 additional_headers={"Authorization": f"Bearer {TOKEN}"}) as ws:
+        events = []
+        with contextlib.suppress(ConnectionClosed):  # closed with 1013 (try again later) after the error event
+            for message in ws:
+                events.append(json.loads(message))
+    assert events[-1]["type"] == "error" and events[-1]["code"] == "busy", events
+    for t in threads:
+        t.join(timeout=120)
+    after = scrape(url)
+
+    summaries = [r.summary for r in results]
+    assert moved(before, after, "whisperline_admitted_total", route="ws") == 2
+    assert moved(before, after, "whisperline_refused_total", route="ws", reason="busy") == 1
+    assert after[("whisperline_open", (("route", "ws"),))] == 0.0
+    assert moved(before, after, "whisperline_step_seconds_count") == sum(s["steps"] for s in summaries)
+    assert moved(before, after, "whisperline_step_seconds_sum") == pytest.approx(
+        sum(s["compute_ms"] for s in summaries) / 1000, rel=0.01, abs=0.01)
+    words = sum(s["words"] for s in summaries)
+    assert words > 10 and moved(before, after, "whisperline_final_word_delay_seconds_count") == words
+    assert moved(before, after, "whisperline_rtf_count", route="ws") == 2
+    # real time on 2 cores: the server's own delay is far below the stream's length
+    assert moved(before, after, "whisperline_final_word_delay_seconds_sum") / words < 3.0
+
+
 def test_errors_in_openai_shape(served, speech, tmp_path):
     import openai
     from websockets.sync.client import connect
@@ -153,14 +242,17 @@ def test_errors_in_openai_shape(served, speech, tmp_path):
         _client(served).audio.transcriptions.create(model=name, file=f)
     assert err.value.status_code == 413 and err.value.code == "body_too_large"
 
-    # the server's one slot held by a live stream: an upload is refused now (503), not queued
+    # the server's two slots held by live streams: an upload is refused now (503), not queued
     ws_url = served["url"].replace("http://", "ws://") + "/ws"
-    with connect(ws_url, additional_headers={"Authorization": f"Bearer {TOKEN}"}, open_timeout=30) as ws:
-        assert json.loads(ws.recv(timeout=60))["type"] == "ready"
-        ws.send(np.zeros(16000, dtype="<i2").tobytes())  # its first audio: the socket takes the slot
+    with contextlib.ExitStack() as held:
+        for _ in range(2):
+            ws = held.enter_context(connect(ws_url, additional_headers={"Authorization": f"Bearer {TOKEN}"},
+                                            open_timeout=30))
+            assert json.loads(ws.recv(timeout=60))["type"] == "ready"
+            ws.send(np.zeros(16000, dtype="<i2").tobytes())  # its first audio: the socket takes a slot
         for _ in range(60):
             with urllib.request.urlopen(f"{served['url']}/healthz", timeout=30) as r:
-                if json.loads(r.read())["live_streams"] == 1:
+                if json.loads(r.read())["live_streams"] == 2:
                     break
             time.sleep(0.5)
         with open(speech["path"], "rb") as f, pytest.raises(openai.InternalServerError) as err:

@@ -38,6 +38,21 @@ def test_tokens_from_header_or_subprotocol_never_elsewhere():
     assert token_ok("s3cret", "s3cret") and not token_ok("s3cret", "s3cre") and not token_ok("s3cret", None)
 
 
+def test_a_token_comes_from_its_file_before_the_environment(tmp_path, monkeypatch):
+    """Server and client (``serve-model`` and ``stream-file --token-file``) read a token by the same rule."""
+    from serving.settings import TOKEN_ENV, read_token
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    assert read_token(None) is None
+    monkeypatch.setenv(TOKEN_ENV, "from-env")
+    assert read_token(None) == "from-env"
+    (tmp_path / "token").write_text("from-file\n")
+    assert read_token(str(tmp_path / "token")) == "from-file"
+    (tmp_path / "empty").write_text("  \n")
+    with pytest.raises(ValueError, match="is empty"):
+        read_token(str(tmp_path / "empty"))
+
+
 def test_client_table():
     table = ClientTable(2)
     assert table.enter("a") and table.enter("a") and not table.enter("a") and table.enter("b")
