@@ -108,9 +108,11 @@ def test_flow_maps_chunk_sizes_and_reruns_from_cache(prefect_server, real_shards
     from configs.finetune import AugmentSettings
     from flows.finetune_causal import run_finetune_flow
 
+    # one worker each: the 2-worker run (and its killed worker) is the drill above; a second worker costs ~20 s of
+    # start-up per run
     cfg = _config(real_shards, tmp_path, mlflow_server, max_steps=2, checkpoint_every=2, validation_limit=1,
                   experiment="test-flow", augment=AugmentSettings(p=1.0),
-                  train_fraction=0.5)
+                  train_fraction=0.5, num_workers=1)
     rows = run_finetune_flow(cfg, chunk_sizes=[200], random_chunk_ms=[100, 200])
     assert [r["variant"] for r in rows] == ["200ms", "rcs"] and all(r["status"] == "ok" for r in rows)
     for r in rows:

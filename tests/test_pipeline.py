@@ -16,7 +16,9 @@ PROFILE = "configs/smoke.yaml"
 
 def _config(tmp_path, mlflow_server, **kw):
     return load_pipeline_config(
-        PROFILE, output_root=str(tmp_path), tracking_uri=mlflow_server, n_synth=12,
+        # one Ray Train worker per stage: each second worker costs ~20 s of start-up per stage here, and 2-worker DDP
+        # (a worker killed and restored) is test_finetune_ray.py's drill
+        PROFILE, output_root=str(tmp_path), tracking_uri=mlflow_server, n_synth=12, num_workers=1,
         hush_word={"epochs": 1, "batch_size": 4, "splits": ["train"], "experiment": "test-pipe-hush"},
         finetune={"max_steps": 4, "checkpoint_every": 2, "warmup_steps": 1, "validation_limit": 2,
                   "experiment": "test-pipe-causal", "lora": {"r": 4}},

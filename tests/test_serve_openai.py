@@ -34,7 +34,7 @@ CUE = re.compile(r"(\d\d:\d\d:\d\d[.,]\d{3}) --> (\d\d:\d\d:\d\d[.,]\d{3})\n(.+)
 
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory) -> dict:
-    """Consecutive LJSpeech clips (0.3 s apart) until ≥ 12 s, as a 16-bit WAV file."""
+    """Consecutive LJSpeech clips (0.3 s apart) until ≥ 7 s, as a 16-bit WAV file."""
     from evaluation.sets import load_realspeech
 
     root = realspeech_root()
@@ -44,7 +44,7 @@ def speech(tmp_path_factory) -> dict:
     for utt in load_realspeech(root, ("ljspeech",), limit={"ljspeech": 8}):
         pieces += [utt.audio.astype(np.float32), np.zeros(4800, dtype=np.float32)]
         texts.append(utt.reference)
-        if sum(len(p) for p in pieces) >= 12 * 16000:
+        if sum(len(p) for p in pieces) >= 7 * 16000:
             break
     audio = np.concatenate(pieces[:-1])
     path = tmp_path_factory.mktemp("openai-speech") / "speech.wav"

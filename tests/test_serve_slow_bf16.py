@@ -12,7 +12,7 @@ last words arrive soon after the audio ends (client clock), the server's compute
 words are the speech's. Served in bf16 under the same cap (the resolver bypassed by hand, never here), the same
 stream fell behind (the numbers are in the issue's report).
 
-The bounds here tell fp32 from emulated bf16 (server RTF 6.4: ~120 s behind at the end of this stream); they are not
+The bounds here tell fp32 from emulated bf16 (server RTF 6.4: ~65 s behind at the end of this stream); they are not
 the speed target. A shared CI machine at a load of 3.6 on 2 cores served this stream in fp32 at RTF 1.06 and 2.0 s
 behind, so a tight real-time bar would judge the machine. The real-time target of the AVX2-only path lives in the
 benchmark (`benchmarks/serve_load.py`, `benchmarks/results/serve_load_avx2.{json,md}`)."""
@@ -33,8 +33,8 @@ from serve_process import get_json, signal_stop, start_server, stop_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 CAP = "AVX2"  # oneDNN's cap in streaming.precision.AVX2_MACHINE: no native bf16
-MIN_AUDIO_S = 20.0
-END_LAG_S = 20.0  # fp32 on a loaded machine: ~2 s; emulated bf16: ~120 s
+MIN_AUDIO_S = 12.0
+END_LAG_S = 20.0  # fp32 on a loaded machine: ~2 s; emulated bf16: ~65 s
 MAX_RTF = 3.0  # fp32 on a loaded machine: ~1.1; emulated bf16: 6.4
 MAX_WER = 0.30
 
@@ -45,7 +45,7 @@ def _pcm(audio: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def speech() -> dict:
-    """Consecutive LJSpeech utterances (0.3 s apart, as a reader pauses) until ≥ 20 s: PCM16 and the reference."""
+    """Consecutive LJSpeech utterances (0.3 s apart, as a reader pauses) until ≥ 12 s: PCM16 and the reference."""
     from evaluation.sets import load_realspeech
 
     root = realspeech_root()
@@ -59,7 +59,7 @@ def speech() -> dict:
         if sum(len(p) for p in pieces) >= MIN_AUDIO_S * 16000:
             break
     audio = np.concatenate(pieces[:-1])  # no pause after the last sentence: the audio ends with the speech
-    assert len(audio) >= MIN_AUDIO_S * 16000, "not enough LJSpeech for a 20 s stream"
+    assert len(audio) >= MIN_AUDIO_S * 16000, f"not enough LJSpeech for a {MIN_AUDIO_S:.0f} s stream"
     return {"pcm": _pcm(audio), "reference": " ".join(texts), "seconds": len(audio) / 16000}
 
 
