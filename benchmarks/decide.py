@@ -19,8 +19,10 @@ A decision file::
     adopt: {better: word_latency_ms_median, set: streams, wer_margin: 0.005}
 
 ``sets``: ``real`` is the real `dev` split, live-fed; ``streams`` are its speakers' utterances joined into continuous
-streams of 20-120 s, fed in fixed pieces. Test is never read. ``adopt``: an arm qualifies when the 95 % paired
-interval of its ``better`` metric minus the reference's lies wholly below 0 on the ``set`` named and, on every set,
+streams of 20-120 s, fed in fixed pieces. Test is never read, and no arm may score an artifact (adapter, EMMA
+policy, hush word) trained on dev audio: the run stops first with ``LeakageError``. ``adopt``: an arm qualifies
+when the 95 % paired interval of its ``better`` metric minus the reference's lies wholly below 0 on the ``set``
+named and, on every set,
 its WER difference is not separably above 0 (``wer_margin`` given: its upper end is at most that fraction), and for
 each ``guard`` metric the upper end of its difference on the ``set`` (or the set named before a dot) is at most
 the bound given, in the metric's units (``guard: {display_latency_ms_median: 100}``: the shown words come at most
@@ -54,13 +56,14 @@ import yaml
 
 from benchmarks.longform import dev_streams
 from configs.finetune import load_finetune_config
+from data.provenance import check_artifacts_held_out
 from data.tracking import client, default_tracking_uri, experiment_id
 from evaluation.domains import by_domain
 from evaluation.domains import markdown as domains_markdown
 from evaluation.intervals import compare
 from evaluation.sets import describe, load_split
 from recognizer.evaluate import evaluate_systems
-from recognizer.spec import load
+from recognizer.spec import folders, load
 
 REPO = Path(__file__).resolve().parent.parent
 SETS = ("real", "streams")
@@ -238,6 +241,10 @@ def score(d: Decision, real: list[str], adapters: dict[str, str | None], emma_di
     """Every arm (the served spec with its overrides, over its adapter) on each dev set: {set: {arm: row}}."""
     specs = [load(**{**spec_overrides(with_emma(o, emma_dir)), "name": arm})
              .with_(weights={"adapter_dir": adapters[arm]}) for arm, o in d.arms.items()]
+    # dev selects, so dev is held out from every artifact an arm scores (adapters, EMMA policies, hush words), as
+    # test is from the release's: LeakageError naming the shared utterances (the continuous streams are dev's too)
+    check_artifacts_held_out(list(dict.fromkeys(f for s in specs for f in folders(s).values())), real, ["dev"],
+                             what="dev")
     rows = {}
     for which in d.sets:
         if which == "streams":

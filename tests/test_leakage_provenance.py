@@ -176,3 +176,19 @@ def test_hush_word_and_emma_policy_are_read(versions, adapter, hush_dir, lora_mo
     assert [r.version_id for r in artifact_training_data(own)] == [_version_id(versions["train"])]
     with pytest.raises(LeakageError, match=r"\(EMMA policy\)"):
         check_artifacts_held_out([own], [versions["leaky"]], ["test"])
+
+
+def test_a_dev_decision_refuses_an_arm_whose_hush_word_heard_dev(versions, hush_dir, realspeech, tmp_path):
+    """Dev selects, so it is held out too: a decision (benchmarks/decide.py) refuses, before any audio is streamed, an
+    arm whose artifact trained on its dev audio (the hush word saw the 2 ARCTIC recordings this dev split holds)."""
+    from benchmarks.decide import Decision, score
+    from configs.dataset import DatasetConfig
+    from flows.build_dataset import run_build
+
+    src = _copy_slice(tmp_path / "corpus", realspeech, "cmu_arctic", 0, 2)
+    dev = run_build(str(src), str(tmp_path / "ds"), DatasetConfig(name="leaky-dev", split_by="utterance",
+                                                                  splits={"dev": 1.0}), workers=1)["version_dir"]
+    d = Decision(name="t", question="q", rule="r", reference="zeros",
+                 arms={"zeros": {}, "hush": {"second_pass": {"padding": "hush", "hush_dir": str(hush_dir)}}})
+    with pytest.raises(LeakageError, match=r"2 dev utterance\(s\).*\(hush word\)"):
+        score(d, [dev], {"zeros": None, "hush": None})
