@@ -60,8 +60,7 @@ def serve_model(
     # the Ray processes it had started running with no parent
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        url = run(settings, port, num_replicas=replicas)
-        signal.signal(signal.SIGTERM, _interrupt)  # again: ray.init installs its own, which aborts the driver
+        url = run(settings, port, num_replicas=replicas)  # (it keeps this handler over ray.init's)
         typer.echo(f"serving {model}@{alias} at {url} (page {url}/, WebSocket {url.replace('http', 'ws')}/ws, "
                    f"OpenAI API {url}/v1). Ctrl-C stops.")
         typer.echo(_precision_line(url))

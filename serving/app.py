@@ -41,6 +41,7 @@ and it runs on its own ``upload_threads``, never the live streams'.
 import asyncio
 import logging
 import os
+import signal
 import socket
 import threading
 from collections import Counter
@@ -408,7 +409,12 @@ def run(settings: ServeSettings, port: int = 8000, *, num_replicas: int = 1, num
         blocking: bool = False, name: str = "whisperline") -> str:
     """Start (or join) Ray, Serve's HTTP proxy on 127.0.0.1:``port``, and the app; returns its base URL."""
     if not ray.is_initialized():
+        main = threading.current_thread() is threading.main_thread()
+        caller_sigterm = signal.getsignal(signal.SIGTERM) if main else None
         ray.init(include_dashboard=False, log_to_driver=False)
+        if main:  # ray.init installs a SIGTERM handler that aborts the driver and leaves its processes running; a
+            # SIGTERM before this returned (a service manager stopping a server just started) hit it
+            signal.signal(signal.SIGTERM, caller_sigterm)
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     serve.run(build_app(settings, num_replicas=num_replicas, num_cpus=num_cpus), name=name, route_prefix="/",
               blocking=blocking)

@@ -56,7 +56,7 @@ def speech() -> dict:
     for utt in load_realspeech(root, ("ljspeech",), limit={"ljspeech": 12}):
         pieces += [utt.audio.astype(np.float32), gap]
         texts.append(utt.reference)
-        if sum(len(p) for p in pieces) >= MIN_AUDIO_S * 16000:
+        if sum(len(p) for p in pieces[:-1]) >= MIN_AUDIO_S * 16000:  # (the trailing pause is not sent)
             break
     audio = np.concatenate(pieces[:-1])  # no pause after the last sentence: the audio ends with the speech
     assert len(audio) >= MIN_AUDIO_S * 16000, f"not enough LJSpeech for a {MIN_AUDIO_S:.0f} s stream"
