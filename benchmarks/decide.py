@@ -22,12 +22,12 @@ A decision file::
 streams of 20-120 s, fed in fixed pieces. Test is never read, and no arm may score an artifact (adapter, EMMA
 policy, hush word) trained on dev audio: the run stops first with ``LeakageError``. ``adopt``: an arm qualifies
 when the 95 % paired interval of its ``better`` metric minus the reference's lies wholly below 0 on the ``set``
-named and, on every set,
-its WER difference is not separably above 0 (``wer_margin`` given: its upper end is at most that fraction), and for
-each ``guard`` metric the upper end of its difference on the ``set`` (or the set named before a dot) is at most
-the bound given, in the metric's units (``guard: {display_latency_ms_median: 100}``: the shown words come at most
-100 ms later; ``streams.word_latency_ms_median: 200``: the finals on the streams at most 200 ms later); of the
-qualifying arms, the one with the lowest ``better`` there; none: the reference stays.
+named and, on every set, its WER difference is not separably above 0 (``wer_margin`` given: its upper end is at
+most that fraction), and for each ``guard`` metric the upper end of its difference on the ``set`` (or the set
+named before a dot) is at most the bound given, in the metric's units (``guard: {display_latency_ms_median:
+100}``: the shown words come at most 100 ms later; ``streams.word_latency_ms_median: 200``: the finals on the
+streams at most 200 ms later); of the qualifying arms, the one with the lowest ``better`` there; none: the
+reference stays.
 
 A recipe decision trains its arms: an arm's ``train`` (the datasets by their names in the release's
 ``state.json``, and finetune overrides over the ``profile``'s ``finetune:`` section) trains that arm's adapter once
@@ -63,7 +63,7 @@ from evaluation.domains import markdown as domains_markdown
 from evaluation.intervals import compare
 from evaluation.sets import describe, load_split
 from recognizer.evaluate import evaluate_systems
-from recognizer.spec import folders, load
+from recognizer.spec import artifact_dirs, load
 
 REPO = Path(__file__).resolve().parent.parent
 SETS = ("real", "streams")
@@ -243,8 +243,7 @@ def score(d: Decision, real: list[str], adapters: dict[str, str | None], emma_di
              .with_(weights={"adapter_dir": adapters[arm]}) for arm, o in d.arms.items()]
     # dev selects, so dev is held out from every artifact an arm scores (adapters, EMMA policies, hush words), as
     # test is from the release's: LeakageError naming the shared utterances (the continuous streams are dev's too)
-    check_artifacts_held_out(list(dict.fromkeys(f for s in specs for f in folders(s).values())), real, ["dev"],
-                             what="dev")
+    check_artifacts_held_out(artifact_dirs(specs), real, ["dev"], what="dev")
     rows = {}
     for which in d.sets:
         if which == "streams":

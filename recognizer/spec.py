@@ -220,6 +220,11 @@ def folders(spec: RecognizerSpec) -> dict[tuple[str, str], str]:
     return {(g, f): getattr(getattr(spec, g), f) for g, f in FOLDERS if getattr(getattr(spec, g), f)}
 
 
+def artifact_dirs(specs: list[RecognizerSpec]) -> list[str]:
+    """Every trained artifact the specs score: adapters, EMMA policies, hush words (each once)."""
+    return list(dict.fromkeys(d for s in specs for d in folders(s).values()))
+
+
 def with_folders(spec: RecognizerSpec, paths: dict[tuple[str, str], str | None]) -> RecognizerSpec:
     """``spec`` with these folder fields set."""
     groups: dict[str, Any] = {}
@@ -229,5 +234,5 @@ def with_folders(spec: RecognizerSpec, paths: dict[tuple[str, str], str | None])
 
 
 __all__ = ["CausalPass", "Decoding", "FOLDERS", "OURS", "Peer", "RecognizerSpec", "SCHEMA_VERSION", "SERVED_FILE",
-           "SchemaError", "SecondPass", "Segmentation", "Weights", "folders", "from_dict", "load",
+           "SchemaError", "SecondPass", "Segmentation", "Weights", "artifact_dirs", "folders", "from_dict", "load",
            "with_folders"]

@@ -11,12 +11,7 @@ from evaluation.ledger import record_scoring
 from evaluation.report import log_report, write_report
 from evaluation.sets import describe, load_split
 from recognizer.evaluate import evaluate_systems
-from recognizer.spec import RecognizerSpec, folders
-
-
-def artifact_dirs(specs: list[RecognizerSpec]) -> list[str]:
-    """Every trained artifact the specs score: adapters, EMMA policies, hush words (each once)."""
-    return list(dict.fromkeys(d for s in specs for d in folders(s).values()))
+from recognizer.spec import RecognizerSpec, artifact_dirs
 
 
 @task(name="evaluate-systems", cache_policy=NO_CACHE)

@@ -111,7 +111,7 @@ def test_a_real_time_stream_outlives_the_keepalive(server, speech):
     keepalive closed every stream longer than ping interval + timeout (20 + 20 s by default; 1 + 1 s here)."""
     from serving.client import stream_samples
 
-    pcm = _pcm(speech["long"].audio)  # 40 s: more events than the client's buffer holds (25 s gave 10)
+    pcm = _pcm(speech["long"].audio)
     live = stream_samples(server, pcm, realtime=True, keepalive_s=1.0)
     assert live.summary["audio_ms"] >= 40_000 and len(live.text.split()) > 60
     assert len(live.events) > 16  # more than the client's buffer holds: the case that failed
