@@ -316,6 +316,16 @@ def release_specs(state: dict, choices: dict, budgets: tuple[int, ...] = BUDGETS
     return specs, peers.get("whisperlivekit-la@1000", {}).get("name")
 
 
+def training_record(previous: dict, state: dict, datasets: list[str]) -> dict:
+    """The report's training section: the state's artifacts over the report's earlier ones; an artifact the state
+    trained again (a new machine, a new run key) is kept in ``earlier_artifacts``, as the rows scored with it say."""
+    now, before = state.get("artifacts", {}), previous.get("artifacts", {})
+    replaced = [{"key": k, **v} for k, v in before.items()
+                if k in now and v.get("adapter_dir") != now[k].get("adapter_dir")]
+    return {"datasets": datasets, "splits": ["train"], "artifacts": {**before, **now},
+            "earlier_artifacts": previous.get("earlier_artifacts", []) + replaced}
+
+
 def stage_release(args, out: Path, state: dict) -> None:
     """Scores one part of the release on test (``--budgets`` picks the peer rows, ``--peers-only`` leaves out the
     offline reference and the served spec) and merges it into ``benchmarks/results/evaluation.json``
@@ -353,8 +363,7 @@ def stage_release(args, out: Path, state: dict) -> None:
                            "peers_by_budget": {k: {"name": v["name"], "vac": v["vac"], "dev_wer": v["dev_wer"]}
                                                for k, v in choices.get("peers", {}).items()}}
     result["peers_on_test"] = budget_coverage(result["systems"], choices.get("peers", {}))
-    result["training"] = {"datasets": _train_sets(state), "splits": ["train"],
-                          "artifacts": state.get("artifacts", {})}
+    result["training"] = training_record((previous or {}).get("training", {}), state, _train_sets(state))
     if any(r["name"] == OFFLINE for r in result["systems"]):  # the headline keys, recomputed from the rows
         result.update(partials_headline(result["systems"]))
     result.setdefault("commands", []).append(" ".join(["python", *sys.argv]))

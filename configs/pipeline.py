@@ -66,16 +66,16 @@ class PipelineConfig(BaseModel):
     # ... and names this candidate champion (a part of a name tasks/recognizer.py builds, case-blind) unless another
     # one's dev WER is separably lower (paired 95 % bootstrap interval of the difference wholly below 0;
     # recognizer.gate): the served spec, ``recognizer`` (docs/decisions/default-champion.md). None: the lowest dev WER
-    champion_default: str | None = Field("two-pass self-agreement zeros_5s", min_length=1,
+    champion_default: str | None = Field("two-pass self-agreement served", min_length=1,
                                          description="default champion: part of a candidate's name (None: off)")
     candidate_beam: int | None = Field(None, ge=2, description="also register causal beam search of this width")
     # the served recognizer spec (recognizer.spec): the two-pass candidates are it over each tuned adapter
     recognizer: str = Field("configs/recognizer.yaml", description="the served recognizer spec (YAML; a relative "
                             "path is read from the repository)")
     # the mid-stream verifier's padding of the two-pass candidates, each registered and left to the dev gate: the
-    # run's hush word (the hush-word stage's product) and the served spec's own padding
-    # (docs/decisions/verifier-hush-word.md)
-    two_pass_verifiers: tuple[Literal["hush", "zeros_5s", "noise_5s", "pad30"], ...] = ("hush", "zeros_5s")
+    # served spec's own (its hush word, docs/decisions/verifier-hush-clean.md), the run's hush word (the hush-word
+    # stage's product), or a fixed padding
+    two_pass_verifiers: tuple[Literal["served", "hush", "zeros_5s", "noise_5s", "pad30"], ...] = ("served", "hush")
     # EMMA among the recognizers the promote stage registers: off, as it did not write earlier than the stability
     # rule at a WER not separably worse (docs/decisions/emma-candidate.md), nor, over the L2-trained adapter, earlier
     # than the served two-pass finals (emma-adopted.md); the sweep still runs, tracks and promotes its own policies

@@ -12,11 +12,15 @@ splits it trained on into its metadata file:
 
 An artifact that records no training datasets, or not the splits it trained on, is refused (``ProvenanceError``):
 an unknown provenance cannot be shown to be held out. So is one whose recorded dataset version is no longer where it
-says, or holds another version id there: its content (the hashes the guard compares) cannot be read.
+says, or holds another version id there: its content (the hashes the guard compares) cannot be read, unless the
+artifact carries that content itself. An artifact shipped with the code (the served spec's hush word in
+``configs/``) travels without its datasets: ``freeze_training_audio`` writes the content hashes of its training
+audio beside it (``training_audio.json.gz``), and the guard compares those.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,6 +34,9 @@ from data.leakage import LeakageError, content_hashes
 # streaming.hush.frontend.save_hush_word, training.emma.artifact.META); named here, so reading them needs no torch
 ADAPTER_META, HUSH_META, POLICY_META = "whisperline_adapter.json", "hush_word.json", "policy.json"
 KINDS = {ADAPTER_META: "adapter", HUSH_META: "hush word", POLICY_META: "EMMA policy"}
+# the content hashes of an artifact's training audio, beside it (an artifact that travels without its datasets); the
+# first 64 bits of each hash: a chance match can only refuse an evaluation, never let a leak through
+FROZEN, FROZEN_HEX = "training_audio.json.gz", 16
 
 
 class ProvenanceError(LeakageError):
@@ -115,6 +122,41 @@ def _resolve(ref: TrainingRef) -> TrainingRef:
     return ref if ref.version_id else TrainingRef(ref.path, str(found), ref.splits, ref.name, ref.recorded_by)
 
 
+def _short(key: str) -> str:
+    """A content hash (``sha`` or ``sha@offset``) cut to its first ``FROZEN_HEX`` hex digits."""
+    sha, at, offset = key.partition("@")
+    return sha[:FROZEN_HEX] + at + offset
+
+
+def freeze_training_audio(artifact_dir: str | Path) -> Path:
+    """Write the content hashes of the audio ``artifact_dir`` trained on (its recorded datasets and splits, read while
+    they are still there) beside it, so that the guard can check it where those datasets are not."""
+    artifact_dir = Path(artifact_dir)
+    refs = [_resolve(r) for r in artifact_training_data(artifact_dir)]
+    hashes: dict[str, str] = {}
+    for ref in refs:
+        hashes.update({_short(k): v for k, v in content_hashes([ref.path], ref.splits).items()})
+    body = {"datasets": [{"version_id": r.version_id, "name": r.name, "splits": list(r.splits)} for r in refs],
+            "hex_digits": FROZEN_HEX, "utterances": len(set(hashes.values())), "hashes": dict(sorted(hashes.items()))}
+    path = artifact_dir / FROZEN
+    # mtime 0: the same content gives the same bytes (the file is committed with a shipped artifact)
+    path.write_bytes(gzip.compress(json.dumps(body, indent=0).encode(), mtime=0))
+    return path
+
+
+def _frozen(artifact_dir: str) -> dict[str, Any] | None:
+    path = Path(artifact_dir) / FROZEN
+    if fs.is_remote(artifact_dir) or not path.is_file():
+        return None
+    try:
+        body = json.loads(gzip.decompress(path.read_bytes()))
+    except (OSError, ValueError) as err:
+        raise ProvenanceError(f"{artifact_dir}: {FROZEN} is unreadable ({err})") from err
+    if body.get("hex_digits") != FROZEN_HEX or not body.get("hashes"):
+        raise ProvenanceError(f"{artifact_dir}: {FROZEN} holds no hashes of {FROZEN_HEX} hex digits")
+    return body
+
+
 def _unique(dirs: Iterable[str | Path | None]) -> list[str]:
     out: dict[str, str] = {}
     for d in dirs:
@@ -132,11 +174,19 @@ def check_artifacts_held_out(artifact_dirs: Sequence[str | Path], held_out_dirs:
     {dir: [splits]}, "caller_datasets": [version ids], "overlap": 0}``."""
     refs: list[TrainingRef] = []
     summary: dict[str, Any] = {"artifacts": {}, "train_splits": {}, "caller_datasets": [], "overlap": 0}
+    frozen: list[tuple[str, dict[str, str]]] = []  # (artifact, its frozen hashes)
     for artifact in _unique(artifact_dirs):
-        mine = [_resolve(r) for r in artifact_training_data(artifact)]
+        recorded = artifact_training_data(artifact)
+        if body := _frozen(artifact):  # it carries its training audio's hashes: its datasets need not be here
+            if {r.version_id for r in recorded} - {d["version_id"] for d in body["datasets"]}:
+                raise ProvenanceError(f"{artifact}: {FROZEN} was frozen from other datasets than it records")
+            frozen.append((artifact, body["hashes"]))
+            mine = [TrainingRef("", d["version_id"], tuple(d["splits"]), d.get("name")) for d in body["datasets"]]
+        else:
+            mine = [_resolve(r) for r in recorded]
+            refs += mine
         summary["artifacts"][artifact] = list(dict.fromkeys(r.version_id for r in mine))
         summary["train_splits"][artifact] = sorted({s for r in mine for s in r.splits})
-        refs += mine
     for d in _unique(extra_train_dirs):
         ref = _resolve(TrainingRef(d, "", tuple(extra_train_splits), recorded_by="the caller"))
         summary["caller_datasets"].append(ref.version_id)
@@ -151,6 +201,10 @@ def check_artifacts_held_out(artifact_dirs: Sequence[str | Path], held_out_dirs:
         for h in held.keys() & train.keys():
             shared.setdefault(held[h], set()).add(f"{train[h]} in {ref.version_id} {list(ref.splits)}, "
                                                   f"trained on by {ref.recorded_by}")
+    short_held = {_short(h): utt for h, utt in held.items()}
+    for artifact, hashes in frozen:
+        for h in short_held.keys() & hashes.keys():
+            shared.setdefault(short_held[h], set()).add(f"{hashes[h]}, trained on by {artifact} ({FROZEN})")
     summary["overlap"] = len(shared)
     if shared:
         examples = "; ".join(f"{utt} (= {', '.join(sorted(by))})" for utt, by in sorted(shared.items())[:5])

@@ -130,3 +130,19 @@ def data_prepare(
             typer.echo(f"  {problem.item}: {problem.reason} ({problem.detail}) {problem.path}", err=True)
         typer.echo(p.spec)
     typer.echo("build with: whisperline data build <spec> [--output-root …] [--ray-address auto]", err=True)
+
+
+@data_app.command("freeze-provenance")
+def data_freeze_provenance(
+    artifact_dir: Annotated[Path, typer.Argument(help="a trained adapter, hush word or EMMA policy folder")],
+) -> None:
+    """Write the content hashes of the audio an artifact trained on beside it (training_audio.json.gz), while its
+    datasets are still here: the leakage guard then checks the artifact wherever it travels (one shipped in configs/)."""
+    from data.provenance import LeakageError, freeze_training_audio
+
+    try:
+        path = freeze_training_audio(artifact_dir)
+    except LeakageError as err:  # ProvenanceError: it records no datasets, or they are not where it says
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(str(path))

@@ -18,7 +18,7 @@ from typing import Any
 from configs.finetune import default_tau0_ms
 from evaluation.offline import FasterWhisperOffline
 from evaluation.peers import PEER_SOURCE, WhisperLiveKitLocalAgreement, WhisperLiveKitSimulStreaming
-from recognizer.spec import Decoding, Peer, RecognizerSpec, Weights
+from recognizer.spec import Decoding, Peer, RecognizerSpec, Weights, hush_word_model
 from streaming.segmented import Segmented
 
 
@@ -90,6 +90,10 @@ def two_pass(spec: RecognizerSpec, engine, models: Models):
     if sp.hush_dir:
         from streaming.hush.frontend import load_hush_word
 
+        trained_for = hush_word_model(sp.hush_dir)
+        if trained_for not in (None, spec.model):  # a hush word is learned against one model's encoder
+            raise ValueError(f"{spec.name}: the hush word {sp.hush_dir} was trained for {trained_for}, not "
+                             f"{spec.model}: train one for {spec.model} (whisperline hush-word)")
         hush = load_hush_word(sp.hush_dir)
     verifier = Verifier(models.get(spec.model, None, precision=spec.weights.precision), hush, sp.padding,
                         final_condition=sp.final_padding)

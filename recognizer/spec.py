@@ -62,7 +62,7 @@ class Decoding:
 class SecondPass:
     """The two-pass verifier (``streaming.second_pass``): the original weights over the audio ⊕ a padding."""
 
-    padding: Padding = "zeros_5s"  # mid-stream passes; "hush" needs hush_dir
+    padding: Padding = "zeros_5s"  # mid-stream passes; "hush" (the served spec's) needs hush_dir
     hush_dir: str | None = None
     final_padding: Padding | Literal["pad30_features"] = "pad30_features"  # the end-of-stream pass
     every_ms: int = 300
@@ -155,9 +155,23 @@ def from_dict(values: dict[str, Any]) -> RecognizerSpec:
 
 
 def load(path: str | Path = SERVED_FILE, **overrides: Any) -> RecognizerSpec:
-    """A spec file (YAML or JSON), with ``overrides`` over it (:meth:`RecognizerSpec.with_`)."""
-    spec = from_dict(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
+    """A spec file (YAML or JSON), with ``overrides`` over it (:meth:`RecognizerSpec.with_`). A relative folder the
+    file names (the served spec's hush word) is read from the file's own directory, wherever the caller runs."""
+    values = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    for group, name in FOLDERS:
+        folder = (values.get(group) or {}).get(name) if isinstance(values.get(group), dict) else None
+        if folder and not Path(folder).is_absolute():
+            values[group][name] = str((Path(path).resolve().parent / folder).resolve())
+    spec = from_dict(values)
     return spec.with_(**overrides) if overrides else spec
+
+
+def hush_word_model(hush_dir: str | None) -> str | None:
+    """The Whisper model a hush word was trained for (its ``hush_word.json``), or None where it does not say."""
+    meta = Path(hush_dir or "") / "hush_word.json"
+    if not hush_dir or not meta.is_file():
+        return None
+    return yaml.safe_load(meta.read_text(encoding="utf-8")).get("base_model")
 
 
 def served(config=None) -> RecognizerSpec:
@@ -234,5 +248,6 @@ def with_folders(spec: RecognizerSpec, paths: dict[tuple[str, str], str | None])
 
 
 __all__ = ["CausalPass", "Decoding", "FOLDERS", "OURS", "Peer", "RecognizerSpec", "SCHEMA_VERSION", "SERVED_FILE",
-           "SchemaError", "SecondPass", "Segmentation", "Weights", "artifact_dirs", "folders", "from_dict", "load",
+           "SchemaError", "SecondPass", "Segmentation", "Weights", "artifact_dirs", "folders", "from_dict",
+           "hush_word_model", "load",
            "with_folders"]

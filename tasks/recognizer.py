@@ -11,7 +11,7 @@ from prefect.cache_policies import NO_CACHE
 from configs.pipeline import PipelineConfig
 from recognizer.gate import Budget, Default, promote
 from recognizer.registry import load_spec, register_recognizer
-from recognizer.spec import Decoding, RecognizerSpec, Weights, served
+from recognizer.spec import Decoding, RecognizerSpec, SecondPass, Weights, hush_word_model, served
 from tasks.pipeline import dev_selected_emma, hush_candidate, tag_version_test_numbers
 
 
@@ -19,11 +19,15 @@ from tasks.pipeline import dev_selected_emma, hush_candidate, tag_version_test_n
 def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], sweep: dict | None,
                           hush_dir: str | None) -> list[RecognizerSpec]:
     """Every recognizer the profile's stages made: causal greedy (and beam, ``candidate_beam``) per tuned adapter;
-    the served two-pass spec (``config.recognizer``) per adapter and verifier padding of ``two_pass_verifiers`` (the
-    hush word where one was trained), with finals on causal agreement alone or also on verifier self-agreement; and
-    the dev-selected EMMA trial at its chunk size where the profile keeps EMMA a candidate (``emma_candidate``)."""
+    the served two-pass spec (``config.recognizer``) per adapter and verifier padding of ``two_pass_verifiers`` (its
+    own; this run's hush word where one was trained; or a fixed padding), with finals on causal agreement alone or
+    also on verifier self-agreement; and the dev-selected EMMA trial at its chunk size where the profile keeps EMMA a
+    candidate (``emma_candidate``)."""
     specs: list[RecognizerSpec] = []
     served_spec = served(config)
+    paddings = {"served": served_spec, "hush": hush_candidate(served_spec, hush_dir) if hush_dir else None}
+    if hush_word_model(served_spec.second_pass.hush_dir) not in (None, config.model):
+        paddings["served"] = None  # its hush word is another model's: this run's own stands in (``hush``)
     for chunk, adapter in sorted(adapters.items()):
         weights = Weights(config.model, adapter)
         specs.append(RecognizerSpec(f"recognizer causal {chunk} ms", "causal", chunk, weights))
@@ -31,10 +35,10 @@ def recognizer_candidates(config: PipelineConfig, adapters: dict[int, str], swee
             specs.append(RecognizerSpec(f"recognizer causal beam {config.candidate_beam} {chunk} ms", "causal", chunk,
                                         weights, decoding=Decoding(beam_size=config.candidate_beam)))
         for verifier in config.two_pass_verifiers:
-            if verifier == "hush" and not hush_dir:
-                continue  # no hush word trained in this run
-            base = (hush_candidate(served_spec, hush_dir) if verifier == "hush"
-                    else served_spec.with_(second_pass={"padding": verifier}))
+            base = paddings[verifier] if verifier in paddings else served_spec.with_(
+                second_pass={"padding": verifier, "hush_dir": None, "final_padding": SecondPass.final_padding})
+            if base is None:
+                continue  # no hush word trained in this run, or none for this model
             padding = "" if verifier == "hush" else f" {verifier}"
             for agree in (False, True):  # finals on causal agreement, or also on two verifier passes: dev decides
                 specs.append(base.with_(name=f"recognizer two-pass{' self-agreement' if agree else ''}{padding} "

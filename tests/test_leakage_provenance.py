@@ -192,3 +192,32 @@ def test_a_dev_decision_refuses_an_arm_whose_hush_word_heard_dev(versions, hush_
                  arms={"zeros": {}, "hush": {"second_pass": {"padding": "hush", "hush_dir": str(hush_dir)}}})
     with pytest.raises(LeakageError, match=r"2 dev utterance\(s\).*\(hush word\)"):
         score(d, [dev], {"zeros": None, "hush": None})
+
+
+def test_a_shipped_artifact_is_checked_by_the_training_audio_it_carries(versions, hush_dir, tmp_path):
+    """An artifact shipped with the code (the served spec's hush word in configs/) travels without its datasets: the
+    hashes frozen beside it (`whisperline data freeze-provenance`) stand in for them, for clean and leaky sets alike."""
+    from typer.testing import CliRunner
+
+    from data.provenance import FROZEN
+    from flows.cli import app
+
+    shipped = tmp_path / "shipped"
+    shutil.copytree(hush_dir, shipped)
+    meta = json.loads((shipped / "hush_word.json").read_text())
+    for d in meta["datasets"]:  # as on another machine: the recorded dataset folder is not there
+        d["path"] = str(tmp_path / "elsewhere" / d["version_id"])
+    (shipped / "hush_word.json").write_text(json.dumps(meta))
+    with pytest.raises(ProvenanceError, match="no longer there"):
+        check_artifacts_held_out([shipped], [versions["clean"]], ["test"])
+    refused = CliRunner().invoke(app, ["data", "freeze-provenance", str(shipped)])  # nor frozen where they are not
+    assert refused.exit_code == 1 and "no longer there" in refused.output and not (shipped / FROZEN).exists()
+
+    frozen = CliRunner().invoke(app, ["data", "freeze-provenance", str(hush_dir)], catch_exceptions=False)
+    assert frozen.exit_code == 0 and frozen.stdout.strip().endswith(FROZEN)
+    shutil.copy(hush_dir / FROZEN, shipped / FROZEN)
+    (hush_dir / FROZEN).unlink()  # the module's other tests read the fixture's own datasets
+    summary = check_artifacts_held_out([shipped], [versions["clean"]], ["test"])
+    assert summary["overlap"] == 0 and summary["artifacts"][str(shipped)] == [_version_id(versions["train"])]
+    with pytest.raises(LeakageError, match=rf"2 test utterance\(s\).*{FROZEN}"):
+        check_artifacts_held_out([shipped], [versions["leaky"]], ["test"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from recognizer.gate import CHAMPION, FAST, Budget, Default, choose, dev_tags, promote, repetition_excluded
@@ -56,31 +58,36 @@ def test_a_version_carries_its_wer_per_domain_with_its_interval():
 
 
 def test_two_pass_candidates_cover_each_verifier_padding_and_need_a_hush_word_only_for_it():
-    # the served spec pads the mid-stream verifier with 5 s of zeros and ends each segment on a 30 s padding;
-    # the pipeline registers that recognizer beside the hush-word one, so the dev gate can promote either
+    # the served spec pads the mid-stream verifier with its shipped hush word (configs/hush_words) and ends each segment on
+    # a 30 s padding; the pipeline registers it beside the run's own hush word, so the dev gate can promote either
     from configs.pipeline import PipelineConfig
     from recognizer.spec import served
     from tasks.recognizer import recognizer_candidates
 
     config = PipelineConfig(stages=["finetune_causal", "promote"])
     served_spec = served(config)
+    assert served_spec.second_pass.padding == "hush" and (Path(served_spec.second_pass.hush_dir) / "hush_word.npy").is_file()
     with_hush = recognizer_candidates.fn(config, {300: "adapter"}, None, "hush-dir")
     two_pass = {s.name: s for s in with_hush if s.kind == "two-pass"}
-    assert len(two_pass) == 4
-    hush = [s for s in two_pass.values() if s.second_pass.padding == "hush"]
-    zeros = [s for s in two_pass.values() if s.second_pass.padding == "zeros_5s"]
-    assert len(hush) == len(zeros) == 2 and {s.second_pass.self_agreement for s in zeros} == {False, True}
-    assert all(s.second_pass.hush_dir == "hush-dir" and s.second_pass.final_padding == "hush" for s in hush)
-    # every other setting is the served spec's, over the run's adapter
+    assert len(two_pass) == 4 and {s.second_pass.padding for s in two_pass.values()} == {"hush"}
+    own = [s for s in two_pass.values() if s.second_pass.hush_dir == "hush-dir"]
+    dev = [s for s in two_pass.values() if s.second_pass.hush_dir == served_spec.second_pass.hush_dir]
+    assert len(own) == len(dev) == 2 and {s.second_pass.self_agreement for s in own} == {False, True}
+    # every other setting is the served spec's (its last pass on 30 s too), over the run's adapter
     for s in two_pass.values():
         assert s.weights.adapter_dir == "adapter" and (s.causal, s.segmentation) == (served_spec.causal, served_spec.segmentation)
         assert s.weights.precision == served_spec.weights.precision
-        assert s.second_pass.__class__(**{**vars(served_spec.second_pass), "padding": s.second_pass.padding,
-                                          "hush_dir": s.second_pass.hush_dir,
-                                          "final_padding": s.second_pass.final_padding,
+        assert s.second_pass.__class__(**{**vars(served_spec.second_pass), "hush_dir": s.second_pass.hush_dir,
                                           "self_agreement": s.second_pass.self_agreement}) == s.second_pass
     without = recognizer_candidates.fn(config, {300: "adapter"}, None, None)
-    assert {s.second_pass.padding for s in without if s.kind == "two-pass"} == {"zeros_5s"}
+    assert {s.second_pass.hush_dir for s in without if s.kind == "two-pass"} == {served_spec.second_pass.hush_dir}
+    # a fixed padding needs no hush word, and another model's profile does not get tiny.en's
+    zeros = recognizer_candidates.fn(config.model_copy(update={"two_pass_verifiers": ("zeros_5s",)}),
+                                     {300: "adapter"}, None, None)
+    assert {(s.second_pass.padding, s.second_pass.hush_dir, s.second_pass.final_padding)
+            for s in zeros if s.kind == "two-pass"} == {("zeros_5s", None, "pad30_features")}
+    base = recognizer_candidates.fn(config.model_copy(update={"model": "base.en"}), {300: "adapter"}, None, None)
+    assert not [s for s in base if s.kind == "two-pass"]
 
 
 def test_the_config_offers_only_verifier_paddings_the_verifier_knows():
@@ -92,7 +99,7 @@ def test_the_config_offers_only_verifier_paddings_the_verifier_knows():
     from streaming.hush.transcribe import CONDITIONS
 
     annotation = PipelineConfig.model_fields["two_pass_verifiers"].annotation
-    names = set(get_args(get_args(annotation)[0]))
+    names = set(get_args(get_args(annotation)[0])) - {"served"}  # (the served spec's own)
     assert names and names <= set(CONDITIONS)
     hints = get_type_hints(SecondPass)
     assert set(get_args(hints["padding"])) <= set(CONDITIONS)
@@ -118,9 +125,9 @@ def test_emma_is_a_candidate_only_where_the_profile_keeps_it(monkeypatch):
 
 # ------------------------------------------------------------------ the default champion and the repetition gate
 
-SERVED = "recognizer two-pass self-agreement zeros_5s 300 ms"  # the curated served spec's candidate
+SERVED = "recognizer two-pass self-agreement served 300 ms"  # the curated served spec's candidate
 HUSH = "recognizer two-pass 300 ms"
-DEFAULT = Default("two-pass self-agreement zeros_5s", n_resamples=2000)
+DEFAULT = Default("two-pass self-agreement served", n_resamples=2000)
 
 
 def scored(name, errors, words=5, chunk=300, rtf=0.3, **extra):

@@ -5,6 +5,7 @@ old flat schema builds the same recognizer or is refused, naming its schema."""
 from __future__ import annotations
 
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
@@ -35,7 +36,11 @@ def test_a_spec_has_few_top_level_fields_and_no_none_that_means_a_default():
 def test_the_served_file_is_the_adopted_two_pass_spec():
     served = load()
     assert served.schema == SCHEMA_VERSION and served.kind == "two-pass" and served.chunk_ms == 300
-    assert served.second_pass == SecondPass()  # every verifier default is the served value
+    # every verifier default is the served value but the padding: a hush word shipped in configs/, with the hashes
+    # of its training audio (the leakage guard checks it without its datasets)
+    hush = (Path(__file__).resolve().parent.parent / "configs" / "hush_words" / "tiny.en").resolve()
+    assert served.second_pass == SecondPass(padding="hush", hush_dir=str(hush))
+    assert (hush / "hush_word.npy").is_file() and (hush / "training_audio.json.gz").is_file()
     assert served.causal == CausalPass(cache_policy="reuse", restart_words=0)  # the two-pass causal pass's own
     assert served.weights == Weights(precision="auto")
     assert load(weights={"adapter_dir": "/a"}).weights.adapter_dir == "/a"  # overrides over the file
@@ -51,11 +56,12 @@ def test_the_causal_defaults_are_the_engines():
 def test_a_schema_1_registration_reads_as_the_same_recognizer():
     spec = from_portable(SCHEMA_1_SERVED, {"adapter": "/models/adapter"})
     served = load()
-    # the served spec of its day: every field as served now but the partials' threshold, adopted later
-    # (docs/decisions/partials-l2.md)
+    # the served spec of its day: every field as served now but the partials' threshold and the verifier's padding,
+    # adopted later (docs/decisions/partials-l2.md, verifier-hush-clean.md)
     assert spec.second_pass.partial_min_prob == 0.3
     assert spec.with_(name=served.name) == served.with_(weights={"adapter_dir": "/models/adapter"},
-                                                        second_pass={"partial_min_prob": 0.3})
+                                                        second_pass={"partial_min_prob": 0.3, "padding": "zeros_5s",
+                                                                     "hush_dir": None})
     # and schema 1's None, which meant the engine's default then, reads as that default
     bare = from_dict({"name": "t", "kind": "two-pass", "chunk_ms": 1000, "verifier": "pad30"})
     assert bare.causal == CausalPass("exact", 3) and bare.weights.precision == "fp32"

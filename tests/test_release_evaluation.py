@@ -5,7 +5,7 @@ at the budgets asked for; the reference is LocalAgreement-2 at 1 s."""
 
 from __future__ import annotations
 
-from benchmarks.evaluation import _train_sets, release_specs
+from benchmarks.evaluation import _train_sets, release_specs, training_record
 from evaluation.headline import CAUSAL_ROW, OFFLINE, SERVED_ROW, SYNTHETIC_CAUSAL_ROW
 from recognizer.spec import load
 
@@ -45,3 +45,14 @@ def test_the_recipes_differ_only_by_the_real_speech():
     state = {"datasets": {"synth": "/d/s", "kokoro_train": "/d/k", "l2": "/d/l2", "real": "/d/r"}}
     assert _train_sets(state, "adopted") == ["/d/s", "/d/k", "/d/l2"]
     assert _train_sets(state, "synthetic") == ["/d/s", "/d/k"]
+
+
+def test_an_adapter_trained_again_keeps_the_earlier_one_in_the_report():
+    """A row added on a new machine runs on an adapter trained again (same recipe, new run key): the report's training
+    section names the new one and keeps the earlier one, whose rows were scored with it."""
+    before = {"artifacts": {"adapter": {"adapter_dir": "/a/old"}, "adapter_synthetic": {"adapter_dir": "/a/syn"}}}
+    state = {"artifacts": {"adapter": {"adapter_dir": "/a/new"}}}
+    record = training_record(before, state, ["/d/l2"])
+    assert record["artifacts"] == {"adapter": {"adapter_dir": "/a/new"}, "adapter_synthetic": {"adapter_dir": "/a/syn"}}
+    assert record["earlier_artifacts"] == [{"key": "adapter", "adapter_dir": "/a/old"}]
+    assert training_record(record, state, ["/d/l2"])["earlier_artifacts"] == record["earlier_artifacts"]  # once
