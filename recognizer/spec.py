@@ -73,7 +73,7 @@ class SecondPass:
     restart_whole: bool = True  # ... that says again all that followed it
     restart_long: int = 4  # ... or runs this many words (0: no such length)
     partials: Literal["causal", "verifier-fresh"] = "verifier-fresh"
-    partial_min_prob: float = 0.5  # partials end before an unsure verifier word (0: off)
+    partial_min_prob: float = 0.7  # partials end before an unsure verifier word (0: off)
     heartbeat_ms: int = 600  # a pass at least this often over non-quiet audio (0: only when the causal tail moves)
     hold_last_edge_ms: int = 300  # the last word is final once it ends this far before the edge (0: always held)
 
