@@ -72,7 +72,7 @@ def test_finetune_runs_unchanged_as_a_job_on_a_started_cluster(tmp_path, ray_hea
     cfg = {"finetune": {"model": "tiny.en", "chunk_ms": 300, "splits": ["train"], "validation_splits": ["train"],
                         "allow_held_in_validation": True,
                         "max_steps": 2, "checkpoint_every": 2, "warmup_steps": 1, "batch_size": 2,
-                        "validation_limit": 1, "lora": {"r": 4}, "num_workers": 2,
+                        "validation_limit": 1, "lora": {"r": 4}, "num_workers": 1,
                         "experiment": f"ray-job-{tmp_path.name}", "register_model": False,
                         "storage_path": str(tmp_path / "ray"), "output_dir": str(tmp_path / "adapters")}}
     (tmp_path / "ft.yaml").write_text(yaml.safe_dump(cfg))

@@ -108,7 +108,7 @@ def _drill_profile(tmp_path: Path, max_steps: int, every: int, stages: list[str]
     profile = yaml.safe_load((REPO / "configs" / "smoke.yaml").read_text())
     profile["pipeline"].update({
         # one Ray Train worker per stage: what the drill tests (kill, resume from the checkpoint) does not depend
-        # on DDP, which the 2-worker drills of test_finetune_ray.py and test_ray_job.py cover; a second worker
+        # on DDP, which the 2-worker drill of test_finetune_ray.py covers; a second worker
         # costs ~20 s per start on this machine
         "n_synth": 12, "stages": stages, "output_root": str(tmp_path / "out"), "num_workers": 1,
         "finetune": {"max_steps": max_steps, "checkpoint_every": every, "warmup_steps": 1, "validation_limit": 1,
