@@ -56,6 +56,12 @@ def serve_model(
                              token_file=token_file, max_per_client=max_per_client,
                              **({"allowed_origins": tuple(allowed_origin)} if allowed_origin else {}))
     settings.token()  # an unreadable or empty token file fails here, not in every replica
+    from serving.models import ModelNotFound, resolve
+
+    try:  # an unknown model or alias fails here with its name, not as Ray Serve's "deploying application failed"
+        resolve(settings.tracking_uri, model, alias)
+    except ModelNotFound as err:
+        raise typer.BadParameter(str(err), param_hint="--model / --alias") from err
     # SIGTERM (a service manager, `kill`) stops as Ctrl-C does: without it the interpreter died at once and left
     # the Ray processes it had started running with no parent
     signal.signal(signal.SIGTERM, _interrupt)

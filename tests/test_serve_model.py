@@ -318,3 +318,18 @@ def test_browser_page_transcribes_the_microphone(server, speech, tmp_path):
     # original weights streamed in causal blocks restart the sentence and repeat phrases, through any client
     ref_words, shown_words = set(ref.split()), set(norm(shown).split())
     assert len(ref_words & shown_words) >= 0.6 * len(ref_words), (ref, shown)
+
+
+def test_an_unknown_model_or_alias_is_refused_by_name_before_ray_starts(registry, tmp_path):
+    """`serve-model` resolves the alias before it starts Ray: a name or alias the registry lacks is a usage error
+    naming it, not Ray Serve's "deploying application whisperline failed" from every replica."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    for args, missing in ((["--model", "no-such-model"], "'no-such-model'"), (["--model", NAME, "--alias", "no-such-alias"],
+                                                                              "'no-such-alias'")):
+        out = CliRunner().invoke(app, ["serve-model", "--tracking-uri", registry["uri"], "--port", "1", *args])
+        text = " ".join(out.output.replace("│", " ").split())
+        assert out.exit_code == 2, text
+        assert "no version of" in text and missing in text and "deploying" not in text.lower(), text
