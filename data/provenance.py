@@ -201,7 +201,7 @@ def check_artifacts_held_out(artifact_dirs: Sequence[str | Path], held_out_dirs:
         for h in held.keys() & train.keys():
             shared.setdefault(held[h], set()).add(f"{train[h]} in {ref.version_id} {list(ref.splits)}, "
                                                   f"trained on by {ref.recorded_by}")
-    short_held = {_short(h): utt for h, utt in held.items()}
+    short_held = {_short(h): utt for h, utt in held.items()} if frozen else {}
     for artifact, hashes in frozen:
         for h in short_held.keys() & hashes.keys():
             shared.setdefault(short_held[h], set()).add(f"{hashes[h]}, trained on by {artifact} ({FROZEN})")

@@ -159,7 +159,8 @@ def load(path: str | Path = SERVED_FILE, **overrides: Any) -> RecognizerSpec:
     file names (the served spec's hush word) is read from the file's own directory, wherever the caller runs."""
     values = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     for group, name in FOLDERS:
-        folder = (values.get(group) or {}).get(name) if isinstance(values.get(group), dict) else None
+        section = values.get(group)
+        folder = section.get(name) if isinstance(section, dict) else None
         if folder and not Path(folder).is_absolute():
             values[group][name] = str((Path(path).resolve().parent / folder).resolve())
     spec = from_dict(values)
