@@ -19,15 +19,14 @@ A decision file::
     adopt: {better: word_latency_ms_median, set: streams, wer_margin: 0.005}
 
 ``sets``: ``real`` is the real `dev` split, live-fed; ``streams`` are its speakers' utterances joined into continuous
-streams of 20-120 s, fed in fixed pieces. Test is never read, and no arm may score an artifact (adapter, EMMA
-policy, hush word) trained on dev audio: the run stops first with ``LeakageError``. ``adopt``: an arm qualifies
-when the 95 % paired interval of its ``better`` metric minus the reference's lies wholly below 0 on the ``set``
-named and, on every set, its WER difference is not separably above 0 (``wer_margin`` given: its upper end is at
-most that fraction), and for each ``guard`` metric the upper end of its difference on the ``set`` (or the set
-named before a dot) is at most the bound given, in the metric's units (``guard: {display_latency_ms_median:
-100}``: the shown words come at most 100 ms later; ``streams.word_latency_ms_median: 200``: the finals on the
-streams at most 200 ms later); of the qualifying arms, the one with the lowest ``better`` there; none: the
-reference stays.
+streams of 20-120 s and the long-form dev recordings whole, fed in fixed pieces. Test is never read, and no arm may
+score an artifact (adapter, EMMA policy, hush word) trained on dev audio: the run stops first with ``LeakageError``.
+``adopt``: an arm qualifies when the 95 % paired interval of its ``better`` metric minus the reference's lies wholly
+below 0 on the ``set`` named and, on every set, its WER difference is not separably above 0 (``wer_margin`` given: its
+upper end is at most that fraction), and for each ``guard`` metric the upper end of its difference on the ``set`` (or
+the set named before a dot) is at most the bound given, in the metric's units (``guard: {display_latency_ms_median:
+100}``: the shown words come at most 100 ms later; ``streams.word_latency_ms_median: 200``: the finals on the streams
+at most 200 ms later); of the qualifying arms, the one with the lowest ``better`` there; none: the reference stays.
 
 A recipe decision trains its arms: an arm's ``train`` (the datasets by their names in the release's
 ``state.json``, and finetune overrides over the ``profile``'s ``finetune:`` section) trains that arm's adapter once
@@ -236,18 +235,20 @@ def with_emma(arm: dict[str, Any], emma_dir: str | None) -> dict[str, Any]:
     return {**arm, "decoding": {**decoding, "emma_dir": emma_dir}}
 
 
-def score(d: Decision, real: list[str], adapters: dict[str, str | None], emma_dir: str | None = None
-          ) -> dict[str, dict[str, dict]]:
-    """Every arm (the served spec with its overrides, over its adapter) on each dev set: {set: {arm: row}}."""
+def score(d: Decision, real: list[str], adapters: dict[str, str | None], emma_dir: str | None = None,
+          longform: str | None = None) -> dict[str, dict[str, dict]]:
+    """Every arm (the served spec with its overrides, over its adapter) on each dev set: {set: {arm: row}}
+    (``longform``: the long-form dataset version whose dev recordings join the continuous streams)."""
     specs = [load(**{**spec_overrides(with_emma(o, emma_dir)), "name": arm})
              .with_(weights={"adapter_dir": adapters[arm]}) for arm, o in d.arms.items()]
     # dev selects, so dev is held out from every artifact an arm scores (adapters, EMMA policies, hush words), as
     # test is from the release's: LeakageError naming the shared utterances (the continuous streams are dev's too)
-    check_artifacts_held_out(artifact_dirs(specs), real, ["dev"], what="dev")
+    streams_from = [*real, longform] if longform and "streams" in d.sets else real
+    check_artifacts_held_out(artifact_dirs(specs), streams_from, ["dev"], what="dev")
     rows = {}
     for which in d.sets:
         if which == "streams":
-            units, test_set = dev_streams({"datasets": {"real": real[0]}})
+            units, test_set = dev_streams(real, longform)
             result = evaluate_systems(specs, units, test_set=test_set, reference=d.reference, live=False)
         else:
             units = load_split(real, ["dev"])
@@ -362,7 +363,7 @@ def main() -> None:
                 if (r := seed_rows(d, datasets, real, seed, uri, work, run=seed in run)) is not None}
         verdict = judge_seeds(d, rows)
     else:
-        rows = score(d, real, dict.fromkeys(d.arms, args.adapter), emma_dir)
+        rows = score(d, real, dict.fromkeys(d.arms, args.adapter), emma_dir, datasets.get("longform"))
         kept = REPO / "outputs" / "decisions" / "rows" / f"{d.name}.json"  # every utterance's hypothesis, for a look
         kept.parent.mkdir(parents=True, exist_ok=True)                      # at what changed (never committed)
         kept.write_text(json.dumps(rows, default=str), encoding="utf-8")

@@ -17,6 +17,7 @@ Per system: WER, median final-word latency, step p90 in each stream's first and 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation.longform import join, speaker_streams, speakers, whole_recordings
+from evaluation.merge import merge_release
 from evaluation.metrics import wer
 from evaluation.report import write_report
 from evaluation.sets import load_realspeech, load_split
@@ -57,14 +59,25 @@ def streams(state: dict, min_total_s: float, max_stream_s: float) -> tuple[list,
     return recordings + chosen, source
 
 
-def dev_streams(state: dict) -> tuple[list, dict]:
-    """Continuous dev speech for choices about long streams: each dev speaker's utterances joined in order into
-    streams of 20-120 s, and what they are (the evaluation's ``test_set`` record)."""
-    real = state["datasets"]["real"]
-    units = speaker_streams(load_split([real], ["dev"]), speakers([real], "dev"), max_s=120.0, min_s=20.0)
+def dev_streams(dev_dirs: list[str], longform_dir: str | None = None) -> tuple[list, dict]:
+    """Continuous dev speech for choices about long streams: each dev speaker's utterances (of every dataset in
+    ``dev_dirs``) joined in order into streams of 20-120 s, and the long-form dataset's dev recordings whole; and
+    what they are (the evaluation's ``test_set`` record)."""
+    units = speaker_streams(load_split(dev_dirs, ["dev"]), speakers(dev_dirs, "dev"), max_s=120.0, min_s=20.0)
+    corpora = ["dev utterances of one speaker, joined"]
+    if longform_dir:
+        units += whole_recordings(load_split([longform_dir], ["dev"]))
+        corpora.append("longform dev recording")
     return units, {"n_utterances": len(units), "seconds": round(sum(len(u.audio) for u in units) / 16_000, 1),
-                   "splits": ["dev"], "audio_sha256": "", "n_words": sum(len(u.words) for u in units),
-                   "speakers": len(units), "corpora": ["dev utterances of one speaker, joined"]}
+                   "splits": ["dev"], "audio_sha256": streams_sha256(units),
+                   "n_words": sum(len(u.words) for u in units), "speakers": len(units), "corpora": corpora}
+
+
+def streams_sha256(units) -> str:
+    """A content hash of the streams (their names and audio): which long-form set a report holds, so that rows
+    scored at different times are merged only on the same audio."""
+    return hashlib.sha256("".join(sorted(u.utt_id + hashlib.sha256(np.ascontiguousarray(u.audio).tobytes())
+                                         .hexdigest() for u in units)).encode()).hexdigest()
 
 
 def specs(args, choices: dict) -> list:
@@ -72,9 +85,7 @@ def specs(args, choices: dict) -> list:
     if not args.no_causal:
         out.append(RecognizerSpec("causal tuned 300 ms" if args.adapter else "causal 300 ms (original weights)",
                                   "causal", 300, Weights(adapter_dir=args.adapter)))
-    hush = {"padding": "hush", "hush_dir": args.hush_dir, "final_padding": "hush"} if args.hush_dir else {}
-    out.append(load(name="two-pass 300 ms (served spec" + (", hush word)" if hush else ")"),
-                    weights={"adapter_dir": args.adapter}, second_pass=hush))
+    out.append(load(name="two-pass 300 ms (served spec)", weights={"adapter_dir": args.adapter}))
     for uri in args.model or []:  # a registered recognizer, as registered (what serve-model serves)
 
         out.append(load_spec(args.tracking_uri, uri)[0])
@@ -137,7 +148,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state", default="outputs/bench-evaluation/state.json")
     parser.add_argument("--adapter", help="the causal adapter (default: the original weights)")
-    parser.add_argument("--hush-dir", help="a hush word: the two-pass row's verifier padding")
     parser.add_argument("--min-total-s", type=float, default=600.0)
     parser.add_argument("--max-stream-s", type=float, default=360.0)
     parser.add_argument("--no-causal", action="store_true", help="no causal-only row")
@@ -148,6 +158,8 @@ def main() -> None:
     parser.add_argument("--hour-check-systems", default="causal", choices=("causal", "two-pass", "all"))
     parser.add_argument("--hour-check-only", action="store_true", help="only the hour checks, added to --out's "
                         "longform.json (its systems' specs)")
+    parser.add_argument("--rows", nargs="+", default=(), help="score only these rows (by name) and merge them into "
+                        "--out's longform.json, which must hold the same streams (a row added or rescored)")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
 
@@ -170,9 +182,14 @@ def main() -> None:
     print(f"{len(units)} streams, {seconds} s", flush=True)
     test_set = {"n_utterances": len(units), "seconds": seconds, "speakers": len(units), "splits": ["test"],
                 "n_words": sum(len(s.words) for s in units), "corpora": sorted(set(source.values())),
-                "audio_sha256": "", "streams": {s.utt_id: {"source": source[s.utt_id], "seconds":
+                "audio_sha256": streams_sha256(units), "streams": {s.utt_id: {"source": source[s.utt_id], "seconds":
                                                             round(len(s.audio) / 16_000, 1)} for s in units}}
     systems = specs(args, choices)
+    if args.rows:
+        unknown = set(args.rows) - {s.name for s in systems}
+        if unknown:
+            raise SystemExit(f"--rows: no such row {sorted(unknown)}; the rows: {[s.name for s in systems]}")
+        systems = [s for s in systems if s.name in args.rows]
     result = evaluate_systems(systems, units, test_set=test_set)
     result["recordings"] = len(units)
     result["seconds"] = seconds
@@ -181,6 +198,12 @@ def main() -> None:
         result["hour_check"] = [hour_check(args.hour_check, sp) for sp in ours
                                 if args.hour_check_systems == "all" or sp.kind == args.hour_check_systems]
     result["command"] = " ".join(["python", *sys.argv])
+    if args.rows:  # the other rows stay as scored; the ones shared across rows (cap, front, differences) are redone
+        previous = json.loads((Path(args.out) / "longform.json").read_text())
+        if previous["test_set"].get("audio_sha256") != test_set["audio_sha256"]:
+            raise SystemExit(f"--rows: {args.out}/longform.json holds other streams; score every row instead")
+        result = merge_release(previous, result, reference=previous.get("reference_system"))
+        result["command"] = previous.get("command", "") + " && " + result["command"]
     for path in write_report(result, args.out, "longform"):
         print(path)
 
