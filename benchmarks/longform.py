@@ -198,12 +198,17 @@ def main() -> None:
         result["hour_check"] = [hour_check(args.hour_check, sp) for sp in ours
                                 if args.hour_check_systems == "all" or sp.kind == args.hour_check_systems]
     result["command"] = " ".join(["python", *sys.argv])
+    previous = None
     if args.rows:  # the other rows stay as scored; the ones shared across rows (cap, front, differences) are redone
         previous = json.loads((Path(args.out) / "longform.json").read_text())
         if previous["test_set"].get("audio_sha256") != test_set["audio_sha256"]:
             raise SystemExit(f"--rows: {args.out}/longform.json holds other streams; score every row instead")
-        result = merge_release(previous, result, reference=previous.get("reference_system"))
         result["command"] = previous.get("command", "") + " && " + result["command"]
+        for check in previous.get("hour_check", []):  # an hour check of a system scored again was of its old spec
+            if check["system"] in args.rows:
+                check["stale"] = f"its system was scored again on {result['created']}: rerun --hour-check-only"
+    # (a whole run is a first part: each row says when it was scored, as the parts merged into it later will)
+    result = merge_release(previous, result, reference=(previous or result).get("reference_system"))
     for path in write_report(result, args.out, "longform"):
         print(path)
 
