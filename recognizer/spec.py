@@ -75,7 +75,7 @@ class SecondPass:
     partials: Literal["causal", "verifier-fresh"] = "verifier-fresh"
     partial_min_prob: float = 0.7  # partials end before an unsure verifier word (0: off)
     heartbeat_ms: int = 600  # a pass at least this often over non-quiet audio (0: only when the causal tail moves)
-    hold_last_edge_ms: int = 300  # the last word is final once it ends this far before the edge (0: always held)
+    hold_last_edge_ms: int = 0  # >0: the last word is final once it ends this far before the edge (0: always held)
 
 
 @dataclass(frozen=True)

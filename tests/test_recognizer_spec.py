@@ -56,12 +56,12 @@ def test_the_causal_defaults_are_the_engines():
 def test_a_schema_1_registration_reads_as_the_same_recognizer():
     spec = from_portable(SCHEMA_1_SERVED, {"adapter": "/models/adapter"})
     served = load()
-    # the served spec of its day: every field as served now but the partials' threshold and the verifier's padding,
-    # adopted later (docs/decisions/partials-l2.md, verifier-hush-clean.md)
+    # the served spec of its day: every field as served now but the partials' threshold, the verifier's padding and
+    # the edge rule, changed later (docs/decisions/partials-l2.md, verifier-hush-clean.md, finals-edge-streams.md)
     assert spec.second_pass.partial_min_prob == 0.3
     assert spec.with_(name=served.name) == served.with_(weights={"adapter_dir": "/models/adapter"},
                                                         second_pass={"partial_min_prob": 0.3, "padding": "zeros_5s",
-                                                                     "hush_dir": None})
+                                                                     "hush_dir": None, "hold_last_edge_ms": 300})
     # and schema 1's None, which meant the engine's default then, reads as that default
     bare = from_dict({"name": "t", "kind": "two-pass", "chunk_ms": 1000, "verifier": "pad30"})
     assert bare.causal == CausalPass("exact", 3) and bare.weights.precision == "fp32"
