@@ -165,13 +165,15 @@ def main() -> None:
 
 
     if args.hour_check_only:  # the 60-min checks alone, into longform.json beside the evaluation already there
-
         path = Path(args.out) / "longform.json"
         result = json.loads(path.read_text())
         ours = [from_dict(r["spec"]) for r in result["systems"] if r["kind"] in ("causal", "two-pass")]
-        result["hour_check"] = [hour_check(args.hour_check, sp) for sp in ours
-                                if args.hour_check_systems == "all" or sp.kind == args.hour_check_systems]
-        path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+        fresh = [hour_check(args.hour_check, sp) for sp in ours
+                 if args.hour_check_systems == "all" or sp.kind == args.hour_check_systems]
+        # the checks of systems not run again stay, as they were (a stale one says so)
+        result["hour_check"] = [c for c in result.get("hour_check", []) if c["system"] not in
+                                {f["system"] for f in fresh}] + fresh
+        path.write_text(json.dumps(result, default=str) + "\n")
         print(json.dumps(result["hour_check"], indent=1))
         return
     state = json.loads(Path(args.state).read_text())
